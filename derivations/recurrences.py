@@ -1,0 +1,91 @@
+"""Ground-truth per-step recurrences, in the notes' V x K form (S is Dv x Dk,
+o_t = S_t q_t).  Each is a step program over column-vector inputs."""
+from __future__ import annotations
+
+from .dsl import Input, Program, Recurrence, diag, eye
+from .ir import Ones, Scale, Var
+
+q = Var("q", "Dk", "1", r"\boldsymbol{q}_t")
+k = Var("k", "Dk", "1", r"\boldsymbol{k}_t")
+v = Var("v", "Dv", "1", r"\boldsymbol{v}_t")
+alpha = Var("alpha", "Dk", "1", r"\boldsymbol{\alpha}_t")
+alpha_s = Var("alpha", "1", "1", r"\alpha_t")
+beta = Var("beta", "1", "1", r"\beta_t")
+a = Var("a", "Dk", "1", r"\boldsymbol{a}_t")
+b = Var("b", "Dk", "1", r"\boldsymbol{b}_t")
+d = Var("d", "Dk", "1", r"\boldsymbol{d}_t")
+S = Var("S", "Dv", "Dk", r"\mathbf{S}_t")
+S_PREV = Var("S_prev", "Dv", "Dk", r"\mathbf{S}_{t-1}")
+
+QKV = [Input("Q", "q", "Dk", tex=r"\mathbf{Q}", step_tex=r"\boldsymbol{q}"),
+       Input("K", "k", "Dk", tex=r"\mathbf{K}", step_tex=r"\boldsymbol{k}"),
+       Input("V", "v", "Dv", tex=r"\mathbf{V}", step_tex=r"\boldsymbol{v}")]
+GATE_VEC = Input("Alpha", "alpha", "Dk", "gate", r"\mathbf{A}", r"\boldsymbol{\alpha}")
+GATE_SCALAR = Input("Alpha", "alpha", "1", "gate", r"\boldsymbol{\alpha}", r"\alpha")
+BETA = Input("Beta", "beta", "1", "beta", r"\boldsymbol{\beta}", r"\beta")
+
+
+def _rec(name, inputs, S_expr, tex, extra=()):
+    prog = Program(f"{name}_step", "step", list(extra) + [("S", S_expr), ("O", S @ q)],
+                   description=f"the {name} recurrence, one step")
+    return Recurrence(name, inputs, prog, tex)
+
+
+def linear_attention():
+    return _rec("linear_attention", QKV, S_PREV + v @ k.T,
+                r"\mathbf{S}_t = \mathbf{S}_{t-1} + \boldsymbol{v}_t \boldsymbol{k}_t^\top")
+
+
+def gla():
+    return _rec("gla", QKV + [GATE_VEC], S_PREV @ diag(alpha) + v @ k.T,
+                r"\mathbf{S}_t = \mathbf{S}_{t-1}\text{Diag}(\boldsymbol{\alpha}_t) + \boldsymbol{v}_t \boldsymbol{k}_t^\top")
+
+
+def mamba2():
+    return _rec("mamba2", QKV + [GATE_SCALAR], Scale(alpha_s, S_PREV) + v @ k.T,
+                r"\mathbf{S}_t = \alpha_t \mathbf{S}_{t-1} + \boldsymbol{v}_t \boldsymbol{k}_t^\top")
+
+
+def deltanet():
+    return _rec("deltanet", QKV + [BETA],
+                S_PREV @ (eye("Dk") - Scale(beta, k @ k.T)) + Scale(beta, v @ k.T),
+                r"\mathbf{S}_t = \mathbf{S}_{t-1}(\mathbf{I} - \beta_t \boldsymbol{k}_t \boldsymbol{k}_t^\top) + \beta_t \boldsymbol{v}_t \boldsymbol{k}_t^\top")
+
+
+def gated_deltanet():
+    return _rec("gated_deltanet", QKV + [GATE_SCALAR, BETA],
+                Scale(alpha_s, S_PREV) @ (eye("Dk") - Scale(beta, k @ k.T)) + Scale(beta, v @ k.T),
+                r"\mathbf{S}_t = \mathbf{S}_{t-1}\alpha_t (\mathbf{I} - \beta_t \boldsymbol{k}_t \boldsymbol{k}_t^\top) + \beta_t \boldsymbol{v}_t \boldsymbol{k}_t^\top")
+
+
+def kda():
+    return _rec("kda", QKV + [GATE_VEC, BETA],
+                S_PREV @ diag(alpha) @ (eye("Dk") - Scale(beta, k @ k.T)) + Scale(beta, v @ k.T),
+                r"\mathbf{S}_t = \mathbf{S}_{t-1}\text{Diag}(\boldsymbol{\alpha}_t)(\mathbf{I} - \beta_t \boldsymbol{k}_t \boldsymbol{k}_t^\top) + \beta_t \boldsymbol{v}_t \boldsymbol{k}_t^\top")
+
+
+AB = [Input("A", "a", "Dk", tex=r"\mathbf{A}", step_tex=r"\boldsymbol{a}"),
+      Input("B", "b", "Dk", tex=r"\mathbf{B}", step_tex=r"\boldsymbol{b}")]
+
+
+def dplr():
+    """Note 000's gated form: S_t = S_{t-1} Diag(alpha_t)(I - b_t a_t^T) + v_t k_t^T."""
+    return _rec("dplr", QKV + [GATE_VEC] + AB,
+                S_PREV @ diag(alpha) @ (eye("Dk") - b @ a.T) + v @ k.T,
+                r"\mathbf{S}_t = \mathbf{S}_{t-1}\text{Diag}(\boldsymbol{\alpha}_t)(\mathbf{I} - \boldsymbol{b}_t \boldsymbol{a}_t^\top) + \boldsymbol{v}_t \boldsymbol{k}_t^\top")
+
+
+def dplr_nogate():
+    """Note 000's last section: S_t = S_{t-1}(Diag(alpha_t) - d_t a_t^T) + v_t k_t^T."""
+    return _rec("dplr_nogate", QKV + [GATE_VEC, AB[0], Input("D", "d", "Dk", tex=r"\mathbf{D}",
+                                                               step_tex=r"\boldsymbol{d}")],
+                S_PREV @ (diag(alpha) - d @ a.T) + v @ k.T,
+                r"\mathbf{S}_t = \mathbf{S}_{t-1}(\text{Diag}(\boldsymbol{\alpha}_t) - \boldsymbol{d}_t \boldsymbol{a}_t^\top) + \boldsymbol{v}_t \boldsymbol{k}_t^\top")
+
+
+def gla_hadamard_step():
+    """Note 003 section 6.1's form S_t = G_t odot S_{t-1} + v_t k_t^T, G_t = 1 alpha_t^T."""
+    G = Var("G", "Dv", "Dk", r"\mathbf{G}_t")
+    return Program("gla_G_step", "step",
+                   [("G", Ones("Dv", "1") @ alpha.T), ("S", G * S_PREV + v @ k.T), ("O", S @ q)],
+                   description="GLA with the gate as a Hadamard factor G_t = 1 alpha_t^T")

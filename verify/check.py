@@ -1,0 +1,284 @@
+"""Decide claims: exact over GF(p) (dual numbers for adjoints), then the
+smallest failing sizes, a sympy residual and a float64 error for failures."""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+import numpy as np
+
+from derivations import ir
+from derivations.dsl import Claim, Derivation
+from .evaluate import (BlockEval, EvalError, Point, Sizes, adjoint_value, idx_value,
+                       run_steps)
+from .fields import Dual, Float, ModP, ZeroDivision
+
+EXACT_SIZES = Sizes(C=4, Dk=3, Dv=5, N=3, T=2)
+FLOAT_SIZES = Sizes(C=16, Dk=24, Dv=40, N=3, T=8)
+TRIALS = 2
+
+
+@dataclass
+class Mismatch:
+    sizes: str
+    seed: int
+    block: int
+    binding: dict
+    entries: list          # [(row, col), ...] 0-based
+    lhs: list = field(default_factory=list)
+    rhs: list = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    claim: Claim
+    verdict: str                       # holds | fails | ill-formed | error
+    evidence: List[str] = field(default_factory=list)
+    message: str = ""
+    mismatch: Optional[Mismatch] = None
+    smallest: str = ""
+    residual: str = ""
+    float_error: Optional[float] = None
+    seconds: float = 0.0
+
+
+def _prog(deriv: Derivation, claim: Claim):
+    if claim.program not in deriv.programs:
+        raise EvalError(f"claim {claim.id}: unknown program {claim.program!r}")
+    return deriv.programs[claim.program]
+
+
+def shape_check(claim: Claim):
+    sl = claim.lhs.shape()
+    sr = claim.rhs.shape()
+    if sl != sr:
+        raise ir.ShapeError(f"the two sides have shapes {sl[0]}x{sl[1]} and {sr[0]}x{sr[1]}")
+
+
+def _bindings(claim: Claim, base_env: dict):
+    """All assignments of the claim's index quantifiers."""
+    def rec(i, env):
+        if i == len(claim.over):
+            yield dict(env)
+            return
+        var, lo, hi = claim.over[i]
+        full = {**base_env, **env}
+        for x in range(idx_value(lo, full), idx_value(hi, full) + 1):
+            env[var] = x
+            yield from rec(i + 1, env)
+        env.pop(var, None)
+    yield from rec(0, {})
+
+
+def _blocks(claim: Claim, prog, sizes: Sizes):
+    n = sizes.N if prog.block == "chunk" else sizes.L
+    if claim.blocks == "not_last":
+        return range(n - 1)
+    if claim.blocks == "first":
+        return range(1)
+    if claim.blocks == "not_first":
+        return range(1, n)
+    return range(n)
+
+
+def _adjoint_fn(pt, prog):
+    def f(a: ir.Adj, ev: BlockEval):
+        return adjoint_value(pt, ev.prog if ev.prog.name in pt.deriv.programs else prog, ev.b, a)
+    return f
+
+
+def _inner(f, a, b):
+    return int((f.had(a, b)).sum() % f.p)
+
+
+def _loss_tangent(pt, dual, states_from, start, S_dual, outs_dual):
+    """Tangent of L given dual outputs for steps up to ``start`` and the dual
+    state after step ``start``; runs the recurrence for the remaining steps."""
+    f = pt.field
+    L = pt.sizes.L
+    states, outs = run_steps(pt, dual, S_dual, start, L)
+    tan = 0
+    for t, o in list(outs_dual.items()) + list(outs.items()):
+        tan += _inner(f, f.T(f.rows(pt.dO, t - 1, t)), o[1])
+    tan += _inner(f, pt.dST, states[L][1])
+    return tan % f.p
+
+
+def jvp_loss(pt: Point, prog, b: int, target: ir.Adj, D):
+    """d/d eps of L when ``target`` (at block b, only through ``via`` if given)
+    is moved by eps * D.  Inputs and states go through the recurrence; other
+    names through the program cut at that definition."""
+    f = pt.field
+    dual = Dual(f)
+    states, _ = pt.trajectory()
+    width = pt.sizes.C if prog.block == "chunk" else 1
+    lo, hi = b * width, (b + 1) * width
+    name = target.var.name
+    alias = {i.step: i.seq for i in pt.rec.inputs}
+    seq_name = alias.get(name, name)
+    restricted = bool(target.via or target.excl)
+    if not restricted and seq_name in pt.seq and name not in prog.names():
+        Dm = D if prog.block == "chunk" else f.T(D)
+        seq = {k: dual.lift(v) for k, v in pt.seq.items()}
+        tan = f.zeros(*f.shape(pt.seq[seq_name]))
+        tan[lo:hi] = Dm
+        seq[seq_name] = (pt.seq[seq_name], tan)
+        st, outs = run_steps(pt, dual, dual.lift(states[lo]), lo, hi, seq=seq)
+        # continue with the perturbed state; outputs before lo are unchanged
+        return _loss_tangent(pt, dual, None, hi, st[hi], outs)
+    if not restricted and name == "S_prev":
+        return _loss_tangent(pt, dual, None, lo, (states[lo], D), {})
+    if not restricted and name == prog.state:
+        return _loss_tangent(pt, dual, None, hi, (states[hi], D), {})
+    primal = BlockEval(pt, prog, b, f).var_value(name)
+    if target.excl:
+        consumers = set(prog.names()) - set(target.excl)
+    elif target.via:
+        consumers = set(target.via)
+    else:
+        consumers = None
+    ev = BlockEval(pt, prog, b, dual, overrides={name: ((primal, D), consumers)})
+    S_out = ev.var_value(prog.state)
+    O = ev.var_value(prog.output)
+    outs = {}
+    if prog.block == "chunk":
+        for i in range(width):
+            outs[lo + i + 1] = (None, f.T(f.rows(O[1], i, i + 1)))
+    else:
+        outs[lo + 1] = O
+    return _loss_tangent(pt, dual, None, hi, S_out, outs)
+
+
+def _sample_point(deriv, claim, field, sizes, seed):
+    rng = np.random.default_rng(seed)
+    return Point(deriv, claim.recurrence, field, sizes, rng,
+                 zero_init="zero_initial_state" in claim.assume)
+
+
+def exact_once(deriv: Derivation, claim: Claim, sizes: Sizes, seed: int) -> Optional[Mismatch]:
+    """One random point over GF(p).  Returns the first mismatch, or None."""
+    prog = _prog(deriv, claim)
+    for attempt in range(8):
+        f = ModP(np.random.default_rng(seed * 1000 + attempt))
+        pt = _sample_point(deriv, claim, f, sizes, seed * 1000 + attempt)
+        try:
+            return _exact_at(pt, claim, prog, seed * 1000 + attempt)
+        except ZeroDivision:
+            continue
+    raise EvalError("every sampled point hit a zero denominator")
+
+
+def _exact_at(pt, claim, prog, seed):
+    f = pt.field
+    shared = {}
+    adjf = _adjoint_fn(pt, prog)
+    rng = np.random.default_rng(seed + 7)
+    for b in _blocks(claim, prog, pt.sizes):
+        ev = BlockEval(pt, prog, b, f, adjoints=adjf, shared=shared)
+        for env in _bindings(claim, ev.idx_env()):
+            rhs = ev.ev(claim.rhs, env)
+            if claim.kind == "adjoint":
+                r, c = f.shape(rhs)
+                D = f.rand(r, c)
+                want = jvp_loss(pt, prog, b, claim.lhs, D)
+                got = _inner(f, rhs, D)
+                if want != got:
+                    truth = adjoint_value(pt, prog, b, claim.lhs)
+                    return _mismatch(f, pt, seed, b, env, truth, rhs)
+            else:
+                lhs = ev.ev(claim.lhs, env)
+                if not f.equal(lhs, rhs):
+                    return _mismatch(f, pt, seed, b, env, lhs, rhs)
+    return None
+
+
+def _mismatch(f, pt, seed, b, env, lhs, rhs):
+    pos = [tuple(int(x) for x in p) for p in f.differ(lhs, rhs)]
+    lf, rf = f.to_float(lhs), f.to_float(rhs)
+    return Mismatch(str(pt.sizes), seed, b, dict(env), pos[:8],
+                    [lf[p] for p in pos[:4]], [rf[p] for p in pos[:4]])
+
+
+def _uses_subchunks(claim):
+    return any(isinstance(n, ir.SubBlock) for e in (claim.lhs, claim.rhs) for n in ir.walk(e))
+
+
+def _candidate_sizes(claim):
+    sub = _uses_subchunks(claim)
+    for C in (1, 2, 3, 4):
+        if sub and C < 2:
+            continue
+        for dk, dv in ((1, 1), (2, 1), (1, 2), (2, 2)):
+            yield Sizes(C=C, Dk=dk, Dv=dv, N=2, T=1 if sub else 1)
+
+
+def smallest_failure(deriv, claim):
+    for s in _candidate_sizes(claim):
+        try:
+            m = exact_once(deriv, claim, s, 11)
+        except (EvalError, ZeroDivision):
+            continue
+        if m is not None:
+            return s, m
+    return None, None
+
+
+def float_error(deriv, claim, sizes=FLOAT_SIZES, seed=5):
+    """Relative error ||lhs - rhs|| / ||lhs|| in float64 at realistic sizes."""
+    import torch
+    prog = _prog(deriv, claim)
+    f = Float()
+    pt = _sample_point(deriv, claim, f, sizes, seed)
+    shared = {}
+    adjf = _adjoint_fn(pt, prog)
+    worst = 0.0
+    for b in _blocks(claim, prog, sizes):
+        ev = BlockEval(pt, prog, b, f, adjoints=adjf, shared=shared)
+        for env in _bindings(claim, ev.idx_env()):
+            rhs = ev.ev(claim.rhs, env)
+            lhs = adjoint_value(pt, prog, b, claim.lhs) if claim.kind == "adjoint" else ev.ev(claim.lhs, env)
+            den = float(torch.linalg.norm(lhs)) or 1.0
+            worst = max(worst, float(torch.linalg.norm(lhs - rhs)) / den)
+    return worst
+
+
+def check(deriv: Derivation, claim: Claim, sizes: Sizes = EXACT_SIZES, trials=TRIALS,
+          diagnose=True, floats=True) -> Result:
+    t0 = time.perf_counter()
+    res = Result(claim, "holds")
+    try:
+        shape_check(claim)
+    except ir.ShapeError as e:
+        res.verdict, res.message = "ill-formed", str(e)
+        res.evidence.append("shape check")
+        res.seconds = time.perf_counter() - t0
+        return res
+    try:
+        mism = None
+        for s in range(trials):
+            mism = exact_once(deriv, claim, sizes, s + 1)
+            if mism is not None:
+                break
+        res.evidence.append(f"exact GF(2^31-1), {trials if mism is None else s + 1} point(s) at {sizes}")
+        if mism is not None:
+            res.verdict, res.mismatch = "fails", mism
+            if diagnose:
+                small, m2 = smallest_failure(deriv, claim)
+                if small is not None:
+                    res.smallest = str(small)
+                    res.mismatch = m2
+                    from .residual import sympy_residual
+                    res.residual = sympy_residual(deriv, claim, small)
+                    if res.residual:
+                        res.evidence.append(f"sympy residual at {small}")
+        if floats:
+            res.float_error = float_error(deriv, claim)
+            res.evidence.append(f"float64 at {FLOAT_SIZES}: rel. error {res.float_error:.1e}")
+    except ir.ShapeError as e:
+        res.verdict, res.message = "ill-formed", str(e)
+    except (EvalError, ZeroDivision) as e:
+        res.verdict, res.message = "error", str(e)
+    res.seconds = time.perf_counter() - t0
+    return res

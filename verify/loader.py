@@ -1,0 +1,58 @@
+"""Load derivations: the bundled notes, or a user's derivation file."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from typing import List
+
+from derivations.dsl import Derivation
+
+BUNDLED = ["gla", "gated_deltanet", "kda", "dplr"]
+
+
+class InputError(Exception):
+    """Bad input: a missing file, an import failure, a derivation that cannot be
+    evaluated.  The CLI prints it as one line and exits with code 2."""
+
+
+def _collect(mod, origin) -> List[Derivation]:
+    ds = getattr(mod, "DERIVATIONS", None)
+    if ds is None:
+        d = getattr(mod, "DERIVATION", None)
+        ds = [d] if d is not None else []
+    ds = list(ds)
+    if not ds or not all(isinstance(d, Derivation) for d in ds):
+        raise InputError(f"{origin}: defines no DERIVATION (a chunkproof Derivation) or DERIVATIONS list")
+    for d in ds:
+        d.source = origin
+    return ds
+
+
+def bundled(names=None) -> List[Derivation]:
+    out = []
+    for n in names or BUNDLED:
+        mod = importlib.import_module(f"derivations.{n}")
+        out.extend(_collect(mod, f"derivations/{n}.py"))
+    return out
+
+
+def from_file(path: str, debug=False) -> List[Derivation]:
+    if not os.path.exists(path):
+        raise InputError(f"{path}: no such file")
+    if not path.endswith(".py"):
+        raise InputError(f"{path}: a derivation is a Python file (.py)")
+    name = "chunkproof_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:  # noqa: BLE001 - any failure of user code is an input error
+        if debug:
+            traceback.print_exc()
+        tb = traceback.extract_tb(e.__traceback__)
+        where = next((f"{path}:{fr.lineno}" for fr in reversed(tb) if fr.filename == path), path)
+        raise InputError(f"{where}: the derivation failed to import: {type(e).__name__}: {e}") from None
+    return _collect(mod, path)
