@@ -22,8 +22,10 @@ class Citation:
     what: str = ""     # short description of the line, e.g. "delta V, combined"
 
     def __str__(self):
-        r = f", row {self.row}" if self.row else ""
-        return f"{self.note} §{self.section}, line {self.line}{r}"
+        s = f"{self.note} §{self.section}"
+        if self.line:
+            s += f", line {self.line}"
+        return s + (f", row {self.row}" if self.row else "")
 
 
 @dataclass(frozen=True)

@@ -130,8 +130,6 @@ def jvp_loss(pt: Point, prog, b: int, target: ir.Adj, D):
         return _loss_tangent(pt, dual, None, hi, st[hi], outs)
     if not restricted and name == "S_prev":
         return _loss_tangent(pt, dual, None, lo, (states[lo], D), {})
-    if not restricted and name == prog.state:
-        return _loss_tangent(pt, dual, None, hi, (states[hi], D), {})
     primal = BlockEval(pt, prog, b, f).var_value(name)
     if target.excl:
         consumers = set(prog.names()) - set(target.excl)

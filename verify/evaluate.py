@@ -155,7 +155,7 @@ class BlockEval:
             return seqv
         lo = self.b * self.width
         tile = f.rows(seqv, lo, lo + self.width)
-        if self.prog.block == "step" and var.cols == "1":
+        if self.prog.block == "step":  # per-step inputs are column vectors
             tile = f.T(tile)
         return tile
 
@@ -574,12 +574,15 @@ def adjoint_value(pt: Point, prog: Program, b: int, a: ir.Adj):
     total, parts = block_adjoints(pt, prog, b)
     f = pt.field
     name = a.var.name
-    r, c = a.var.shape()
-    zero = f.zeros(pt.sizes.dim(r), pt.sizes.dim(c))
+
+    def zero():
+        # a name with no use gets a zero adjoint of its value's shape
+        return f.zeros(*f.shape(BlockEval(pt, prog, b).var_value(name)))
+
     if name == prog.state and not a.via:
-        return total.get(name, zero)
+        return total[name] if name in total else zero()
     if a.via:
-        acc = zero
+        acc = zero()
         for cname in a.via:
             if cname not in prog.names():
                 raise EvalError(f"'from {cname}': no definition {cname!r} in program {prog.name}")
@@ -587,7 +590,7 @@ def adjoint_value(pt: Point, prog: Program, b: int, a: ir.Adj):
             if v is not None:
                 acc = f.add(acc, v)
         return acc
-    v = total.get(name, zero)
+    v = total[name] if name in total else zero()
     for cname in a.excl:
         p = parts.get(name, {}).get(cname)
         if p is not None:

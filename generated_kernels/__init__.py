@@ -1,0 +1,1 @@
+"""Kernels written by `chunkproof gen` only; none are generated yet."""

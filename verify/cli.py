@@ -1,0 +1,187 @@
+"""The `chunkproof` command line."""
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import sys
+import time
+from typing import List
+
+from derivations import ir
+from .loader import BUNDLED, InputError, bundled, from_file
+
+EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
+
+_WORK = []  # (derivation, claim) pairs, inherited by forked workers
+
+
+def _check_one(i, floats, diagnose):
+    from .check import check
+    d, c = _WORK[i]
+    r = check(d, c, floats=floats, diagnose=diagnose)
+    r.claim = None  # the parent re-attaches it; IR trees need not travel
+    return i, r
+
+
+def _resolve(targets: List[str], debug: bool):
+    if not targets:
+        return bundled()
+    out = []
+    for t in targets:
+        if t.endswith(".py") or os.path.sep in t:
+            out.extend(from_file(t, debug))
+            continue
+        key = t[:-4] if t.endswith(".txt") else t
+        match = [n for n in BUNDLED if n == key]
+        if not match:
+            match = [d.name for d in bundled() if d.note.startswith(key)]
+        if not match:
+            raise InputError(f"{t}: not a derivation file and not a bundled note "
+                             f"(bundled: {', '.join(BUNDLED)}, or a note file name such as 003)")
+        out.extend(bundled(match))
+    return out
+
+
+def _validate(derivs):
+    """Programs and recurrences must be well formed before claims mean anything."""
+    for d in derivs:
+        for p in d.programs.values():
+            for name, e in p.defs:
+                try:
+                    e.shape()
+                except ir.ShapeError as err:
+                    raise InputError(f"{d.source}: program {p.name}, definition {name}: "
+                                     f"ill-formed: {err}") from None
+            for need in (p.state, p.output):
+                if p.expr(need) is None:
+                    raise InputError(f"{d.source}: program {p.name} defines no {need!r}")
+        for c in d.claims:
+            if c.program not in d.programs:
+                raise InputError(f"{d.source}: claim {c.id} ({c.citation}): unknown program {c.program!r}")
+            if c.recurrence not in d.recurrences:
+                raise InputError(f"{d.source}: claim {c.id} ({c.citation}): unknown recurrence {c.recurrence!r}")
+
+
+def run_checks(derivs, pattern="", jobs=1, floats=True, diagnose=True, progress=True):
+    from .check import check
+    global _WORK
+    _WORK = [(d, c) for d in derivs for c in d.claims if pattern in c.id]
+    n = len(_WORK)
+    results = [None] * n
+    tty = progress and sys.stderr.isatty()
+    t0 = time.perf_counter()
+
+    def tick(done, i, r):
+        if not progress:
+            return
+        c = _WORK[i][1]
+        msg = f"[{done}/{n}] {c.id}: {r.verdict} ({r.seconds:.2f} s)"
+        if tty:
+            sys.stderr.write("\r\033[K" + msg)
+        elif r.verdict != "holds" or done == n or done % 25 == 0:
+            sys.stderr.write(msg + "\n")
+        sys.stderr.flush()
+
+    if jobs > 1 and n > 8:
+        ctx = mp.get_context("fork")
+        with ctx.Pool(jobs) as pool:
+            done = 0
+            for i, r in pool.imap_unordered(_work_item, [(i, floats, diagnose) for i in range(n)]):
+                r.claim = _WORK[i][1]
+                results[i] = r
+                done += 1
+                tick(done, i, r)
+    else:
+        for i, (d, c) in enumerate(_WORK):
+            results[i] = check(d, c, floats=floats, diagnose=diagnose)
+            tick(i + 1, i, results[i])
+    if tty:
+        sys.stderr.write("\n")
+    return results, time.perf_counter() - t0
+
+
+def _work_item(args):
+    return _check_one(*args)
+
+
+def _one_line_problems(results):
+    """One line per claim that is ill-formed or cannot be evaluated (stderr)."""
+    for r in results:
+        if r.verdict in ("ill-formed", "error"):
+            c = r.claim
+            sys.stderr.write(f"{c.derivation}: {c.id} ({c.citation}): {r.verdict}: {r.message}\n")
+
+
+def cmd_report(args):
+    from . import report
+    if args.cmd == "verify":
+        derivs = [d for t in args.targets for d in from_file(t, args.debug)]
+    else:
+        derivs = _resolve(args.targets, args.debug)
+    _validate(derivs)
+    results, secs = run_checks(derivs, args.claim, args.jobs, not args.no_float,
+                               not args.no_diagnose, not args.quiet)
+    if not results:
+        raise InputError(f"no claim matches {args.claim!r}")
+    _one_line_problems(results)
+    text = {"table": report.render_table, "json": report.render_json,
+            "markdown": report.render_markdown}[args.format](results, secs)
+    if args.output:
+        tmp = args.output + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+        os.replace(tmp, args.output)  # never leave a half-written report
+    else:
+        sys.stdout.write(text + "\n")
+    if any(r.verdict == "error" for r in results):
+        return EXIT_INPUT
+    return EXIT_OK if all(r.verdict == "holds" for r in results) else EXIT_FAIL
+
+
+def _add_report_args(p):
+    p.add_argument("--format", choices=["table", "json", "markdown"], default="table")
+    p.add_argument("--output", "-o", help="write the report to this file instead of stdout")
+    p.add_argument("--claim", default="", help="only claims whose id contains this text")
+    p.add_argument("--jobs", "-j", type=int, default=min(2, os.cpu_count() or 1),
+                   help="worker processes (default: up to 2)")
+    p.add_argument("--no-float", action="store_true", help="skip the float64 level")
+    p.add_argument("--no-diagnose", action="store_true",
+                   help="skip smallest-size search and sympy residuals for failures")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def build_parser():
+    ap = argparse.ArgumentParser(prog="chunkproof", description=(
+        "Check chunkwise linear-attention derivations exactly against their recurrences."))
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("report", help="report on the bundled notes or the given targets")
+    p.add_argument("targets", nargs="*", help="bundled note (gla, gated_deltanet, kda, dplr, or a note "
+                                              "file name such as 003) or a derivation .py file")
+    _add_report_args(p)
+    p.set_defaults(func=cmd_report)
+    p = sub.add_parser("verify", help="report on a derivation written in the Python DSL")
+    p.add_argument("targets", nargs="+", metavar="derivation.py")
+    _add_report_args(p)
+    p.set_defaults(func=cmd_report)
+    return ap
+
+
+def main(argv=None):
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    try:
+        return args.func(args)
+    except InputError as e:
+        if getattr(args, "debug", False):
+            raise
+        sys.stderr.write(f"chunkproof: error: {e}\n")
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        sys.stderr.write("chunkproof: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
