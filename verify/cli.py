@@ -9,7 +9,7 @@ import time
 from typing import List
 
 from derivations import ir
-from .loader import BUNDLED, InputError, bundled, from_file
+from .loader import BUNDLED, NOTE_OF, InputError, bundled, from_file
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
@@ -35,7 +35,7 @@ def _resolve(targets: List[str], debug: bool):
         key = t[:-4] if t.endswith(".txt") else t
         match = [n for n in BUNDLED if n == key]
         if not match:
-            match = [d.name for d in bundled() if d.note.startswith(key)]
+            match = [n for n, note in NOTE_OF.items() if note.startswith(key)]
         if not match:
             raise InputError(f"{t}: not a derivation file and not a bundled note "
                              f"(bundled: {', '.join(BUNDLED)}, or a note file name such as 003)")

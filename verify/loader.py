@@ -11,6 +11,8 @@ from typing import List
 from derivations.dsl import Derivation
 
 BUNDLED = ["gla", "gated_deltanet", "kda", "dplr"]
+NOTE_OF = {"gla": "003_c008d497ea0f70e6.txt", "gated_deltanet": "002_6404d08dac0301ed.txt",
+           "kda": "001_ba6c617d0f1bc209.txt", "dplr": "000_cb349aeede08771a.txt"}
 
 
 class InputError(Exception):
@@ -34,7 +36,10 @@ def _collect(mod, origin) -> List[Derivation]:
 def bundled(names=None) -> List[Derivation]:
     out = []
     for n in names or BUNDLED:
-        mod = importlib.import_module(f"derivations.{n}")
+        try:
+            mod = importlib.import_module(f"derivations.{n}")
+        except Exception as e:  # noqa: BLE001 - a broken install must still say what broke
+            raise InputError(f"derivations/{n}.py: failed to import: {type(e).__name__}: {e}") from None
         out.extend(_collect(mod, f"derivations/{n}.py"))
     return out
 
@@ -53,6 +58,8 @@ def from_file(path: str, debug=False) -> List[Derivation]:
         if debug:
             traceback.print_exc()
         tb = traceback.extract_tb(e.__traceback__)
-        where = next((f"{path}:{fr.lineno}" for fr in reversed(tb) if fr.filename == path), path)
+        absp = os.path.abspath(path)
+        where = next((f"{path}:{fr.lineno}" for fr in reversed(tb)
+                      if os.path.abspath(fr.filename) == absp), path)
         raise InputError(f"{where}: the derivation failed to import: {type(e).__name__}: {e}") from None
     return _collect(mod, path)
