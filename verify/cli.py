@@ -16,10 +16,10 @@ EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 _WORK = []  # (derivation, claim) pairs, inherited by forked workers
 
 
-def _check_one(i, floats, diagnose):
+def _check_one(i, floats, diagnose, seed=0):
     from .check import check
     d, c = _WORK[i]
-    r = check(d, c, floats=floats, diagnose=diagnose)
+    r = check(d, c, floats=floats, diagnose=diagnose, seed=seed)
     r.claim = None  # the parent re-attaches it; IR trees need not travel
     return i, r
 
@@ -63,7 +63,7 @@ def _validate(derivs):
                 raise InputError(f"{d.source}: claim {c.id} ({c.citation}): unknown recurrence {c.recurrence!r}")
 
 
-def run_checks(derivs, pattern="", jobs=1, floats=True, diagnose=True, progress=True):
+def run_checks(derivs, pattern="", jobs=1, floats=True, diagnose=True, progress=True, seed=0):
     from .check import check
     global _WORK
     _WORK = [(d, c) for d in derivs for c in d.claims if pattern in c.id]
@@ -87,14 +87,14 @@ def run_checks(derivs, pattern="", jobs=1, floats=True, diagnose=True, progress=
         ctx = mp.get_context("fork")
         with ctx.Pool(jobs) as pool:
             done = 0
-            for i, r in pool.imap_unordered(_work_item, [(i, floats, diagnose) for i in range(n)]):
+            for i, r in pool.imap_unordered(_work_item, [(i, floats, diagnose, seed) for i in range(n)]):
                 r.claim = _WORK[i][1]
                 results[i] = r
                 done += 1
                 tick(done, i, r)
     else:
         for i, (d, c) in enumerate(_WORK):
-            results[i] = check(d, c, floats=floats, diagnose=diagnose)
+            results[i] = check(d, c, floats=floats, diagnose=diagnose, seed=seed)
             tick(i + 1, i, results[i])
     if tty:
         sys.stderr.write("\n")
@@ -121,7 +121,7 @@ def cmd_report(args):
         derivs = _resolve(args.targets, args.debug)
     _validate(derivs)
     results, secs = run_checks(derivs, args.claim, args.jobs, not args.no_float,
-                               not args.no_diagnose, not args.quiet)
+                               not args.no_diagnose, not args.quiet, args.seed)
     if not results:
         raise InputError(f"no claim matches {args.claim!r}")
     _one_line_problems(results)
@@ -145,6 +145,8 @@ def _add_report_args(p):
     p.add_argument("--claim", default="", help="only claims whose id contains this text")
     p.add_argument("--jobs", "-j", type=int, default=min(2, os.cpu_count() or 1),
                    help="worker processes (default: up to 2)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="base seed of the exact points (points use seed+1, seed+2)")
     p.add_argument("--no-float", action="store_true", help="skip the float64 level")
     p.add_argument("--no-diagnose", action="store_true",
                    help="skip smallest-size search and sympy residuals for failures")
