@@ -211,10 +211,13 @@ class Notebook:
     def identity(self, id, line, latex, lhs, rhs, program, **kw):
         return self._add("identity", id, line, latex, lhs, rhs, program, **kw)
 
-    def corrected(self, of: str, why: str, rhs, lhs=None, latex="", id=None, **kw):
+    def corrected(self, of: str, why: str, rhs, lhs=None, latex="", id=None, what="", **kw):
         """A corrected claim next to the literal claim ``of`` (same citation/kind)."""
         orig = next(c for c in self.d.claims if c.id == of)
-        return self.d.add(Claim(id=id or of + ".corrected", citation=orig.citation,
+        cite = orig.citation
+        if what:
+            cite = Citation(cite.note, cite.section, cite.line, cite.row, what)
+        return self.d.add(Claim(id=id or of + ".corrected", citation=cite,
                                 latex=latex or orig.latex, kind=orig.kind,
                                 lhs=orig.lhs if lhs is None else lhs, rhs=rhs,
                                 program=kw.pop("program", orig.program),

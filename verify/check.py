@@ -205,11 +205,10 @@ def _uses_subchunks(claim):
 
 def _candidate_sizes(claim):
     sub = _uses_subchunks(claim)
-    for C in (1, 2, 3, 4):
-        if sub and C < 2:
-            continue
+    # sub-chunk claims need at least two sub-chunks of size 2 to exercise i > j
+    for C in ((4,) if sub else (1, 2, 3, 4)):
         for dk, dv in ((1, 1), (2, 1), (1, 2), (2, 2)):
-            yield Sizes(C=C, Dk=dk, Dv=dv, N=2, T=1 if sub else 1)
+            yield Sizes(C=C, Dk=dk, Dv=dv, N=2, T=2 if sub else 1)
 
 
 def smallest_failure(deriv, claim):

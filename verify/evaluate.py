@@ -388,6 +388,14 @@ class BlockEval:
             return f.had(self._exp_of_logs(e.a, env), f.recip(self._exp_of_logs(e.b, env)))
         if isinstance(e, ir.Tex):
             return self._exp_of_logs(e.a, env)
+        if isinstance(e, ir.Sum):  # exp of a sum of logs is a product
+            lo = idx_value(e.lo, self.idx_env(env))
+            hi = idx_value(e.hi, self.idx_env(env))
+            r, c = e.shape()
+            acc = f.ones(self.dim(r), self.dim(c))
+            for i in range(lo, hi + 1):
+                acc = f.had(acc, self._exp_of_logs(e.body, {**env, e.var: i}))
+            return acc
         if isinstance(e, (ir.SubBlock, ir.Row, ir.Transpose, ir.LastRow, ir.Shift)):
             # exp commutes with selecting entries
             inner = ir.Exp(e.a)
