@@ -21,6 +21,8 @@ def _p(e):
         base = e.tex or f"\\delta {to_latex(e.var)}"
         if e.via:
             base = f"\\left.{base}\\right|_{{\\text{{from }} {', '.join(e.via)}}}"
+        elif e.excl:
+            base = f"\\left.{base}\\right|_{{\\text{{w/o }} {', '.join(e.excl)}}}"
         return base, "atom"
     if isinstance(e, ir.Truth):
         if e.tex:
@@ -57,7 +59,10 @@ def _p(e):
         return f"\\langle {to_latex(e.a)}, {to_latex(e.b)} \\rangle", "atom"
     if isinstance(e, ir.Transpose):
         a, pa = _p(e.a)
-        return f"{_wrap(a, pa, 'atom')}^\\top", "atom"
+        a = _wrap(a, pa, 'atom')
+        if "^" in a and not a.endswith("\\right)"):
+            a = "{" + a + "}"  # a second superscript needs its own group
+        return f"{a}^\\top", "atom"
     if isinstance(e, ir.Inv):
         return f"\\left({to_latex(e.a)}\\right)^{{-1}}", "atom"
     if isinstance(e, ir.Exp):
