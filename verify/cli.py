@@ -46,8 +46,14 @@ def _resolve(targets: List[str], debug: bool):
 def _validate(derivs):
     """Programs and recurrences must be well formed before claims mean anything."""
     for d in derivs:
+        reserved = {"S_prev", "dO"}
+        for rec in d.recurrences.values():
+            reserved |= {i.seq for i in rec.inputs} | {i.step for i in rec.inputs}
         for p in d.programs.values():
             for name, e in p.defs:
+                if name in reserved:
+                    raise InputError(f"{d.source}: program {p.name}: definition {name!r} has the name "
+                                     f"of an input; give the derived tile its own name")
                 try:
                     e.shape()
                 except ir.ShapeError as err:

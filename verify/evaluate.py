@@ -2,6 +2,8 @@
 adjoints (reverse mode over programs) for one sampled point."""
 from __future__ import annotations
 
+import re
+import weakref
 from dataclasses import dataclass
 from typing import Dict, Optional
 
@@ -40,9 +42,53 @@ class EvalError(ValueError):
     """An expression cannot be evaluated (unknown name, exp of a non-log, ...)."""
 
 
+class IndexRangeError(EvalError):
+    """A formula reads an entry that does not exist (row 0, row C+1, ...):
+    the claim is ill-formed, not the derivation file."""
+
+
+_NAMES = weakref.WeakKeyDictionary()
+
+
+def _idx_names(s: str):
+    return set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", s or ""))
+
+
+def free_indices(e) -> frozenset:
+    """Index variables an expression's value depends on (bound ones removed),
+    so that memoisation ignores unrelated outer bindings."""
+    hit = _NAMES.get(e)
+    if hit is not None:
+        return hit
+    out = set()
+    for ch in e.children():
+        out |= free_indices(ch)
+    if isinstance(e, ir.Adj):
+        out |= free_indices(e.var)
+    if isinstance(e, (ir.Sum, ir.Prod)):
+        out = (out - {e.var}) | _idx_names(e.lo) | _idx_names(e.hi)
+    elif isinstance(e, (ir.Stack, ir.RowRec)):
+        out = out - {e.var}
+    elif isinstance(e, ir.Row):
+        out |= _idx_names(e.idx)
+    elif isinstance(e, ir.SubBlock):
+        out |= _idx_names(e.bi) | _idx_names(e.bj)
+    elif isinstance(e, ir.Truth):
+        out |= _idx_names(e.idx)
+    res = frozenset(out)
+    _NAMES[e] = res
+    return res
+
+
+_CODE: Dict[str, object] = {}
+
+
 def idx_value(s: str, env: dict) -> int:
     try:
-        return int(eval(s, {"__builtins__": {}}, env))  # trusted derivation code
+        code = _CODE.get(s)
+        if code is None:
+            code = _CODE[s] = compile(s, "<index>", "eval")
+        return int(eval(code, {"__builtins__": {}}, env))  # trusted derivation code
     except Exception as e:  # noqa: BLE001 - turned into a clear message
         raise EvalError(f"cannot evaluate index expression {s!r} with {env}: {e}") from None
 
@@ -202,7 +248,8 @@ class BlockEval:
 
     # -- expressions
     def ev(self, e: ir.Expr, env: dict):
-        key = (id(e), self.cur_def, tuple(sorted(env.items())))
+        fv = free_indices(e)
+        key = (id(e), self.cur_def, tuple(sorted((k, v) for k, v in env.items() if k in fv)))
         hit = self.memo.get(key)
         if hit is not None:
             return hit
@@ -308,7 +355,7 @@ class BlockEval:
                 x = self.ev(e.a, env)
             n = f.shape(x)[0]
             if not 1 <= i <= n:
-                raise EvalError(f"row {e.idx}={i} outside 1..{n} in {ir.latex_of(e)}")
+                raise IndexRangeError(f"row {e.idx}={i} outside 1..{n} in {ir.latex_of(e)}")
             return f.T(f.rows(x, i - 1, i))
         if isinstance(e, ir.Sum):
             lo = idx_value(e.lo, self.idx_env(env))
