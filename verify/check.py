@@ -11,7 +11,7 @@ import numpy as np
 
 from derivations import ir
 from derivations.dsl import Claim, Derivation
-from .evaluate import (BlockEval, EvalError, IndexRangeError, Point, Sizes, adjoint_value,
+from .evaluate import (BlockEval, EvalError, UndefinedFormula, Point, Sizes, adjoint_value,
                        idx_value, run_steps)
 from .fields import Dual, Float, ModP, ZeroDivision
 
@@ -165,7 +165,8 @@ def exact_once(deriv: Derivation, claim: Claim, sizes: Sizes, seed: int) -> Opti
             return _exact_at(pt, claim, prog, seed * 1000 + attempt, report_seed=seed)
         except ZeroDivision:
             continue
-    raise EvalError("every sampled point hit a zero denominator")
+    raise UndefinedFormula("undefined at every sampled point: the formula divides by zero "
+                          "identically (e.g. inverts a singular matrix)")
 
 
 def _exact_at(pt, claim, prog, seed, report_seed=None):
@@ -283,7 +284,7 @@ def check(deriv: Derivation, claim: Claim, sizes: Sizes = EXACT_SIZES, trials=TR
             except (EvalError, ZeroDivision, ir.ShapeError) as e:
                 # the exact verdict stands; say why the float level has no number
                 res.evidence.append(f"float64 at {FLOAT_SIZES}: not evaluated ({e})")
-    except (ir.ShapeError, IndexRangeError) as e:
+    except (ir.ShapeError, UndefinedFormula) as e:
         res.verdict, res.message = "ill-formed", str(e)
     except (EvalError, ZeroDivision) as e:
         res.verdict, res.message = "error", str(e)

@@ -46,10 +46,11 @@ def _resolve(targets: List[str], debug: bool):
 def _validate(derivs):
     """Programs and recurrences must be well formed before claims mean anything."""
     for d in derivs:
-        reserved = {"S_prev", "dO"}
-        for rec in d.recurrences.values():
-            reserved |= {i.seq for i in rec.inputs} | {i.step for i in rec.inputs}
         for p in d.programs.values():
+            rec = d.recurrences.get(d.program_recurrence.get(p.name, ""))
+            reserved = {"S_prev", "dO"}
+            if rec is not None:
+                reserved |= {i.seq for i in rec.inputs} | {i.step for i in rec.inputs}
             for name, e in p.defs:
                 if name in reserved:
                     raise InputError(f"{d.source}: program {p.name}: definition {name!r} has the name "

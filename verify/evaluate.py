@@ -42,9 +42,10 @@ class EvalError(ValueError):
     """An expression cannot be evaluated (unknown name, exp of a non-log, ...)."""
 
 
-class IndexRangeError(EvalError):
-    """A formula reads an entry that does not exist (row 0, row C+1, ...):
-    the claim is ill-formed, not the derivation file."""
+class UndefinedFormula(EvalError):
+    """A formula has no value: it reads an entry that does not exist (row 0,
+    row C+1, ...) or divides by zero identically.  The claim is ill-formed;
+    the derivation file itself is fine."""
 
 
 _NAMES = weakref.WeakKeyDictionary()
@@ -355,7 +356,7 @@ class BlockEval:
                 x = self.ev(e.a, env)
             n = f.shape(x)[0]
             if not 1 <= i <= n:
-                raise IndexRangeError(f"row {e.idx}={i} outside 1..{n} in {ir.latex_of(e)}")
+                raise UndefinedFormula(f"row {e.idx}={i} outside 1..{n} in {ir.latex_of(e)}")
             return f.T(f.rows(x, i - 1, i))
         if isinstance(e, ir.Sum):
             lo = idx_value(e.lo, self.idx_env(env))

@@ -28,7 +28,7 @@ def symbolic_point(deriv, claim, sizes: Sizes) -> Point:
 
 
 def sympy_residual(deriv, claim, sizes: Sizes) -> str:
-    if sizes.C > 2 or sizes.Dk > 2 or sizes.Dv > 2:
+    if sizes.C * max(sizes.Dk, sizes.Dv) > 4:
         return ""
     from .check import _adjoint_fn, _bindings, _blocks
     prog = deriv.programs[claim.program]
