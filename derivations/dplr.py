@@ -458,10 +458,10 @@ nb.identity("dplr.dlogGamma", 750, r"\delta \log \mathbf{\Gamma}_{[t]} &= \delta
 nb.corrected("dplr.dlogGamma", why="[0,0,...,diag(S^T dS)] is a row of Dk-vectors (Dk x C); like "
              "Gamma = [gamma^1,...,gamma^C]^T it needs a transpose to be added to C x Dk tiles",
              rhs=DLOG_BODY + PlaceLast(DiagV(S.T @ adj(S))))
-nb.corrected("dplr.dlogGamma", id="dplr.dlogAlpha",
-             why="the note stops at delta log Gamma; the gate's gradient is its suffix sum over "
-                 "the chunk (Gamma = cumprod(alpha))",
-             lhs=adj(Al) * Al, rhs=RevCumSum(DLOG_BODY + PlaceLast(DiagV(S.T @ adj(S)))))
+nb.identity("dplr.dlogAlpha", 0, "", adj(Al) * Al,
+            RevCumSum(DLOG_BODY + PlaceLast(DiagV(S.T @ adj(S)))), nb.d.claims[-1].program,
+            what="derived (not in the note): delta log alpha is the suffix sum of delta log Gamma "
+                 "over the chunk (Gamma = cumprod(alpha))")
 
 # ====================================================================== KDA
 nb.section("与KDA的关系")
