@@ -19,6 +19,8 @@ from derivations.dsl import (S_PREV, DO, Derivation, Notebook, Program, adj, dia
                              prod, row, scal, shift, summ, tile, tril)
 from derivations.ir import (CumProd, DiagV, LastRow, Ones, PlaceLast, RevCumSum, RowRec,
                             Truth)
+from derivations.tiles import (Alpha as Al, Alphaseq as AlL, Beta, Gamma, K, Kl, Kr, Kseq as KL, Q,
+                               Ql, Qseq as QL, V, Vseq as VL, W, gC)
 
 NOTE = "000_cb349aeede08771a.txt"
 D = Derivation("dplr", "Diagonal Plus Low Rank (DPLR): chunkwise forward and backward", NOTE)
@@ -32,32 +34,17 @@ I_C = eye("C")
 
 # ------------------------------------------------------------------ tiles
 # chunk inputs X_[t]
-Q = tile("Q", "C", "Dk", r"\mathbf{Q}_{[t]}")
-K = tile("K", "C", "Dk", r"\mathbf{K}_{[t]}")
-V = tile("V", "C", "Dv", r"\mathbf{V}_{[t]}")
-Al = tile("Alpha", "C", "Dk", r"\boldsymbol{\alpha}_{[t]}")
 A = tile("A", "C", "Dk", r"\mathbf{A}_{[t]}")
 B = tile("B", "C", "Dk", r"\mathbf{B}_{[t]}")
 Dd = tile("D", "C", "Dk", r"\mathbf{D}_{[t]}")
-Beta = tile("Beta", "C", "1", r"\boldsymbol{\beta}_{[t]}")
 # whole sequences, read at global steps (the note's x_i with i = tC + ...)
-QL = tile("Q", "L", "Dk", r"\mathbf{Q}")
-KL = tile("K", "L", "Dk", r"\mathbf{K}")
-VL = tile("V", "L", "Dv", r"\mathbf{V}")
-AlL = tile("Alpha", "L", "Dk", r"\boldsymbol{\alpha}")
 AL = tile("A", "L", "Dk", r"\mathbf{A}")
 BL = tile("B", "L", "Dk", r"\mathbf{B}")
 # named definitions of the chunk programs
-Gamma = tile("Gamma", "C", "Dk", r"\mathbf{\Gamma}_{[t]}")
-gC = tile("gC", "Dk", "1", r"\boldsymbol{\gamma}_{[t]}^C")
-Ql = tile("Ql", "C", "Dk", r"\overleftarrow{\mathbf{Q}_{[t]}}", "<", "Q")
-Kl = tile("Kl", "C", "Dk", r"\overleftarrow{\mathbf{K}_{[t]}}", "<", "K")
-Kr = tile("Kr", "C", "Dk", r"\overrightarrow{\mathbf{K}_{[t]}}", ">", "K")
 Ar = tile("Ar", "C", "Dk", r"\overrightarrow{\mathbf{A}_{[t]}}", ">", "A")
 Bl = tile("Bl", "C", "Dk", r"\overleftarrow{\mathbf{B}_{[t]}}", "<", "B")
 F = tile("F", "C", "C", r"\mathbf{F}_{[t]}")
 E = tile("E", "C", "C", r"\mathbf{E}_{[t]}")
-W = tile("W", "C", "Dk", r"\mathbf{W}_{[t]}")
 Cm = tile("C", "C", "Dv", r"\mathbf{C}_{[t]}")
 V1 = tile("V1", "C", "Dv", r"\mathbf{V}_{[t],1}")
 V2 = tile("V2", "C", "Dv", r"\mathbf{V}_{[t],2}")

@@ -22,6 +22,7 @@ from derivations import recurrences as R
 from derivations.dsl import (DO, DO_STEP, S_PREV, Derivation, Notebook, Program, adj, diag,
                              prod, row, shift, summ, tile, tril)
 from derivations.ir import CumProd, LastRow, Truth, Var
+from derivations.tiles import Gamma, K, Kr, Kseq, Q, Ql, S, V, Vseq, gC
 
 NOTE = "003_c008d497ea0f70e6.txt"
 
@@ -31,23 +32,11 @@ D.add_recurrence(R.linear_attention())
 
 # ------------------------------------------------------------------ tiles
 # chunk tiles (C rows = the steps tC+1..tC+C of chunk t)
-Q = tile("Q", "C", "Dk", r"\mathbf{Q}_{[t]}")
-K = tile("K", "C", "Dk", r"\mathbf{K}_{[t]}")
-V = tile("V", "C", "Dv", r"\mathbf{V}_{[t]}")
 A = tile("Alpha", "C", "Dk", r"\mathbf{A}_{[t]}")
 # whole-sequence tiles, for the note's global-index sums and products
-Qseq = tile("Q", "L", "Dk", r"\mathbf{Q}")
-Kseq = tile("K", "L", "Dk", r"\mathbf{K}")
-Vseq = tile("V", "L", "Dv", r"\mathbf{V}")
 Aseq = tile("Alpha", "L", "Dk", r"\mathbf{A}")
 # named definitions of the chunk program
-Gamma = tile("Gamma", "C", "Dk", r"\mathbf{\Gamma}_{[t]}")
-gC = tile("gC", "Dk", "1", r"\boldsymbol{\gamma}_{[t]}^{C}")
-Ql = tile("Ql", "C", "Dk", r"\overleftarrow{\mathbf{Q}_{[t]}}", arrow="<", base="Q")
-Kr = tile("Kr", "C", "Dk", r"\overrightarrow{\mathbf{K}_{[t]}}", arrow=">", base="K")
 KrS = tile("KrS", "C", "Dk", r"\overrightarrow{\mathbf{K}_{[t]}}", arrow=">", base="K")
-O = tile("O", "C", "Dv", r"\mathbf{O}_{[t]}")
-S = tile("S", "Dv", "Dk", r"\mathbf{S}_{[t]}^{C}")
 
 # ------------------------------------------------------------------ programs
 # The chunk forward of §5.2 / §6.3 (the "回顾前向的重要结论" recap, line 170).

@@ -11,8 +11,8 @@ bound index variables and sizes; the derivation files are trusted Python.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from dataclasses import dataclass
+from typing import Tuple
 
 Shape = Tuple[str, str]
 
@@ -108,8 +108,7 @@ class Truth(Expr):
     tex: str = ""
 
     def shape(self):
-        return {"state": ("Dv", "Dk"), "out": ("Dv", "1"), "outs": ("C", "Dv"),
-                "dstate": ("Dv", "Dk")}[self.what]
+        return {"state": ("Dv", "Dk"), "out": ("Dv", "1"), "outs": ("C", "Dv")}[self.what]
 
 
 @dataclass(frozen=True, eq=False)

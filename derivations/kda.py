@@ -7,31 +7,18 @@ from derivations import recurrences as R
 from derivations.dsl import (DO, S_PREV, Derivation, Notebook, Program, adj, diag, eye, inv,
                              shift, tile, tril)
 from derivations.ir import CumProd, DiagV, LastRow, Ones, PlaceLast, RevCumSum, Truth
+from derivations.tiles import Alpha, Beta, Gamma, K, Kl, Kr, Q, Ql, S, U, V, W, gC
 
 NOTE = "001_ba6c617d0f1bc209.txt"
 D = Derivation("kda", "Kimi Delta Attention: chunkwise backward pass", NOTE)
 D.add_recurrence(R.kda())
 
 # ------------------------------------------------------------------ tiles
-Q = tile("Q", "C", "Dk", r"\mathbf{Q}_{[t]}")
-K = tile("K", "C", "Dk", r"\mathbf{K}_{[t]}")
-V = tile("V", "C", "Dv", r"\mathbf{V}_{[t]}")
-Alpha = tile("Alpha", "C", "Dk", r"\boldsymbol{\alpha}_{[t]}")
-Beta = tile("Beta", "C", "1", r"\boldsymbol{\beta}_{[t]}")
 
-Gamma = tile("Gamma", "C", "Dk", r"\mathbf{\Gamma}_{[t]}")
-gC = tile("gC", "Dk", "1", r"\boldsymbol{\gamma}_{[t]}^C")
-Ql = tile("Ql", "C", "Dk", r"\overleftarrow{\mathbf{Q}_{[t]}}", arrow="<", base="Q")
-Kl = tile("Kl", "C", "Dk", r"\overleftarrow{\mathbf{K}_{[t]}}", arrow="<", base="K")
-Kr = tile("Kr", "C", "Dk", r"\overrightarrow{\mathbf{K}_{[t]}}", arrow=">", base="K")
 DB = tile("DB", "C", "C", r"\text{Diag}(\boldsymbol{\beta}_{[t]})")
 Xt = tile("Xt", "C", "C", r"\widetilde{\mathbf{X}}_{[t]}")
 At = tile("At", "C", "C", r"\widetilde{\mathbf{A}}_{[t]}")
-W = tile("W", "C", "Dk", r"\mathbf{W}_{[t]}")
-U = tile("U", "C", "Dv", r"\mathbf{U}_{[t]}")
 Vnew = tile("Vnew", "C", "Dv", r"\mathbf{V}_{[t],new}")
-S = tile("S", "Dv", "Dk", r"\mathbf{S}_{[t]}^{C}")
-O = tile("O", "C", "Dv", r"\mathbf{O}_{[t]}")
 
 # ------------------------------------------------------------------ forward recap (note lines 4-66)
 # Diag(beta) is its own definition because the note differentiates delta Diag(beta).

@@ -28,7 +28,7 @@ def _p(e):
         if e.tex:
             return e.tex, "atom"
         return {"state": f"\\mathbf{{S}}_{{{e.idx}}}", "out": f"\\boldsymbol{{o}}_{{{e.idx}}}",
-                "outs": "\\mathbf{O}_{[t]}", "dstate": f"\\delta\\mathbf{{S}}_{{{e.idx}}}"}[e.what], "atom"
+                "outs": "\\mathbf{O}_{[t]}"}[e.what], "atom"
     if isinstance(e, ir.Eye):
         return "\\mathbf{I}", "atom"
     if isinstance(e, ir.Zeros):

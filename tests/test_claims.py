@@ -1,6 +1,9 @@
 """Claims that hold keep holding across sizes and seeds (no false alarm);
 corrections hold and the literal lines they correct do not."""
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+
+from derivations import ir
 
 from verify.check import exact_once
 from verify.evaluate import Sizes
@@ -28,21 +31,22 @@ def test_every_note_has_claims_of_every_kind_it_needs():
         assert "forward" in kinds, d.name
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(C=st.integers(2, 6), Dk=st.integers(1, 4), Dv=st.integers(1, 4), N=st.integers(2, 3),
-       seed=st.integers(1, 10**6), pick=st.randoms(use_true_random=False))
-def test_holding_claims_hold_at_random_sizes(C, Dk, Dv, N, seed, pick):
-    v = verdicts()
-    holding = [(d, c) for d, c in all_claims() if v[c.id] == "holds"]
-    T = 2 if C % 2 == 0 else 1
-    sizes = Sizes(C=C, Dk=Dk, Dv=Dv, N=N, T=T)
-    for d, c in pick.sample(holding, min(12, len(holding))):
-        if T == 1 and any(type(n).__name__ == "SubBlock" for n in _nodes(c)):
-            continue
-        m = exact_once(d, c, sizes, seed)
-        assert m is None, f"false alarm: {c.id} ({c.citation}) at {sizes}, seed {seed}: {m}"
+CLAIMS = all_claims()  # which of them hold is decided inside the test
 
 
-def _nodes(c):
-    from derivations.ir import walk
-    return list(walk(c.lhs)) + list(walk(c.rhs))
+@pytest.mark.parametrize("deriv,claim", CLAIMS, ids=[c.id for _, c in CLAIMS])
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                HealthCheck.function_scoped_fixture])
+@given(C=st.integers(2, 5), Dk=st.integers(1, 4), Dv=st.integers(1, 4), N=st.integers(2, 3),
+       seed=st.integers(1, 10**6))
+def test_holding_claims_hold_at_random_sizes(deriv, claim, C, Dk, Dv, N, seed):
+    """No false alarm: a claim that holds at the default sizes holds at random
+    other sizes (Dk != Dv included), chunk counts and seeds."""
+    if verdicts()[claim.id] != "holds":
+        return
+    sub = any(isinstance(n, ir.SubBlock) for n in list(ir.walk(claim.lhs)) + list(ir.walk(claim.rhs)))
+    if sub:
+        C = 4  # two sub-chunks of size 2
+    sizes = Sizes(C=C, Dk=Dk, Dv=Dv, N=N, T=2 if sub else 1)
+    m = exact_once(deriv, claim, sizes, seed)
+    assert m is None, f"false alarm: {claim.id} ({claim.citation}) at {sizes}, seed {seed}: {m}"

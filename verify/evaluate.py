@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import weakref
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Dict
 
 import numpy as np
 
@@ -128,15 +128,6 @@ class Point:
                 a = rng.standard_normal((r, c)) / np.sqrt(max(c, 1))
             return torch.tensor(a, dtype=torch.float64)
         raise TypeError(f"cannot sample over {f.name}")
-
-    def with_field(self, field, convert):
-        """The same point over another field (values mapped by ``convert``)."""
-        q = object.__new__(Point)
-        q.deriv, q.field, q.sizes, q.rec = self.deriv, field, self.sizes, self.rec
-        q.seq = {k: convert(v) for k, v in self.seq.items()}
-        q.S0, q.dO, q.dST = convert(self.S0), convert(self.dO), convert(self.dST)
-        q.states = q.outs = None
-        return q
 
     # -- the unrolled recurrence ----------------------------------------
     def trajectory(self):
@@ -460,8 +451,6 @@ class BlockEval:
         if e.what == "outs":
             lo = self.b * self.width
             return self.f.vstack([self.f.T(outs[i]) for i in range(lo + 1, lo + self.width + 1)])
-        if e.what == "dstate":
-            return true_dstates(self.pt)[idx_value(e.idx, ienv)]
         raise EvalError(f"unknown truth {e.what}")
 
     def shifted(self, k):
@@ -589,7 +578,9 @@ def _vjp(ev, e, g, acc):
 
 
 def true_dstates(pt: Point):
-    """dL/dS_t for t = 0..L through the recurrence (cached on the point)."""
+    """dL/dS_t for t = 0..L through the steps after t (cached on the point).
+    At a chunk end this is the full adjoint of S_[t]^C, since a chunk's outputs
+    read the state before it."""
     cache = getattr(pt, "_dstates", None)
     if cache is not None:
         return cache

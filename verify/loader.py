@@ -4,7 +4,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-import sys
 import traceback
 from typing import List
 
