@@ -75,8 +75,13 @@ def _group(results):
     return groups
 
 
-def _fmt_float(x):
-    return "-" if x is None else f"{x:.1e}"
+def _shown_formula(r: Result) -> str:
+    """The note's own LaTeX for a literal claim; the fixed formula, printed from
+    the IR, for a correction (the note's line is the literal claim's)."""
+    c = r.claim
+    if c.corrected_of or not c.latex:
+        return formula_latex(r)
+    return c.latex
 
 
 def _details(r: Result) -> List[str]:
@@ -91,7 +96,7 @@ def _details(r: Result) -> List[str]:
         where = f"chunk t={m.block}" + "".join(f", {k}={v}" for k, v in m.binding.items())
         ent = ", ".join(f"[{i},{j}] {a:g} vs {b:g}" for (i, j), a, b in zip(m.entries, m.lhs, m.rhs))
         out.append(f"smallest failing: {r.smallest or m.sizes}; seed {m.seed}; {where}; "
-                   f"differing entries (truth vs formula, GF(p) centred): {ent}")
+                   f"differing entries (left side vs formula, GF(p) centred): {ent}")
     if r.residual:
         out.append(f"residual: {r.residual}")
     return out
@@ -106,7 +111,7 @@ def render_table(results: List[Result], seconds: float, width=100) -> str:
             c = r.claim
             lines.append(f"  {MARK[r.verdict]:4s} {c.id}  [{c.kind}]  {c.citation}"
                          + (f"  ({c.citation.what})" if c.citation.what else ""))
-            tex = c.latex or formula_latex(r)
+            tex = _shown_formula(r)
             lines.append(f"       {tex if len(tex) <= width else tex[:width - 3] + '...'}")
             ev = "; ".join(r.evidence)
             lines.append(f"       evidence: {ev}")
@@ -133,7 +138,7 @@ def render_markdown(results: List[Result], seconds: float) -> str:
                   "|---|---|---|---|---|---|"]
         for r in rs:
             c = r.claim
-            tex = c.latex or formula_latex(r)
+            tex = _shown_formula(r)
             lines.append(f"| `{c.id}` | {_md(str(c.citation))} | ${_md(tex)}$ | **{r.verdict}** | "
                          f"{_md('; '.join(r.evidence))} | {_md(' / '.join(_details(r)))} |")
         lines.append("")
