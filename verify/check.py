@@ -83,8 +83,9 @@ def _blocks(claim: Claim, prog, sizes: Sizes):
 
 
 def _adjoint_fn(pt, prog):
+    """True adjoints for adj() nodes inside formulas, in the evaluating block."""
     def f(a: ir.Adj, ev: BlockEval):
-        return adjoint_value(pt, ev.prog if ev.prog.name in pt.deriv.programs else prog, ev.b, a)
+        return adjoint_value(pt, ev.prog, ev.b, a)
     return f
 
 
