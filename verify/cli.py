@@ -16,8 +16,10 @@ EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 _WORK = []  # (derivation, claim) pairs, inherited by forked workers
 
 
-def _check_one(i, floats, diagnose, seed=0):
+def _check_one(args):
+    """One claim in a forked worker; args = (index into _WORK, floats, diagnose, seed)."""
     from .check import check
+    i, floats, diagnose, seed = args
     d, c = _WORK[i]
     r = check(d, c, floats=floats, diagnose=diagnose, seed=seed)
     r.claim = None  # the parent re-attaches it; IR trees need not travel
@@ -94,7 +96,7 @@ def run_checks(derivs, pattern="", jobs=1, floats=True, diagnose=True, progress=
         ctx = mp.get_context("fork")
         with ctx.Pool(jobs) as pool:
             done = 0
-            for i, r in pool.imap_unordered(_work_item, [(i, floats, diagnose, seed) for i in range(n)]):
+            for i, r in pool.imap_unordered(_check_one, [(i, floats, diagnose, seed) for i in range(n)]):
                 r.claim = _WORK[i][1]
                 results[i] = r
                 done += 1
@@ -106,10 +108,6 @@ def run_checks(derivs, pattern="", jobs=1, floats=True, diagnose=True, progress=
     if tty:
         sys.stderr.write("\n")
     return results, time.perf_counter() - t0
-
-
-def _work_item(args):
-    return _check_one(*args)
 
 
 def _one_line_problems(results):

@@ -136,7 +136,7 @@ class Point:
         return self.states, self.outs
 
 
-def run_steps(pt: Point, field, S, start, stop, seq=None, tangents=None):
+def run_steps(pt: Point, field, S, start, stop, seq=None):
     """Run the recurrence for steps start+1..stop from state S; returns the
     states list (index = step) and outputs dict."""
     prog = pt.rec.program
