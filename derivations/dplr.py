@@ -27,6 +27,7 @@ D = Derivation("dplr", "Diagonal Plus Low Rank (DPLR): chunkwise forward and bac
 D.add_recurrence(R.dplr())
 D.add_recurrence(R.dplr_nogate())
 D.add_recurrence(R.kda())
+D.add_recurrence(R.dplr_fla())
 DERIVATION = D
 
 I_K = eye("Dk")
@@ -543,3 +544,24 @@ nb.forward("dplr.nogate.O", 916, r"\mathbf{O}_{[t]} &= \overleftarrow{\mathbf{Q}
            PN, row=5, what="O_[t] with the recap's F and C (D_[t])")
 nb.corrected("dplr.nogate.O", why=NOGATE_WHY + " in F and C", program=PNF,
              rhs=Ql @ S_PREV.T + tril(Ql @ Kr.T) @ V1 + tril(Ql @ Ar.T) @ V2)
+
+# ====================================================================== FLA's convention
+# FLA writes DPLR as S_t = S_{t-1}(Diag(alpha_t) + a_t b_t^T) + v_t k_t^T.  That is the
+# no-gate section's S_{t-1}(Diag(alpha_t) - d_t a_t^T) with d_t = -a_t and the note's
+# a_t = b_t, so ->A_[t] = B_[t] / Gamma_[t] and <-B_[t] = -A_[t] . Gamma_[t] / alpha_[t]
+# (row r: -gamma^{r-1} . a^r).  The generated DPLR kernel is printed from this program.
+PF = "dplr_fla_chunk"
+D.add_program(Program(PF, "chunk", _gates() + [
+    ("Ar", B / Gamma),
+    ("Bl", -(A * (Gamma / Al))),
+    ("F", I_C + tril(Bl @ Ar.T, "M-1")),
+    ("E", inv(F)),
+    ("W", E @ Bl),
+    ("C", -(E @ tril(Bl @ Kr.T, "M-1") @ V)),
+] + _state_and_output(), description="the corrected no-gate form in FLA's (a, b) parametrisation"),
+    recurrence="dplr_fla")
+FLA_WHAT = "derived: FLA's S(Diag(alpha) + a b^T) + v k^T is the no-gate form with d = -a, a_note = b"
+nb.forward("dplr.fla.S", 902, "", Truth("state", "t*C+C"),
+           S_PREV @ diag(gC) + V1.T @ Kr @ diag(gC) + V2.T @ Ar @ diag(gC), PF, row=4, what=FLA_WHAT)
+nb.forward("dplr.fla.O", 916, "", Truth("outs"),
+           Ql @ S_PREV.T + tril(Ql @ Kr.T) @ V1 + tril(Ql @ Ar.T) @ V2, PF, row=5, what=FLA_WHAT)

@@ -83,6 +83,14 @@ def dplr_nogate():
                 r"\mathbf{S}_t = \mathbf{S}_{t-1}(\text{Diag}(\boldsymbol{\alpha}_t) - \boldsymbol{d}_t \boldsymbol{a}_t^\top) + \boldsymbol{v}_t \boldsymbol{k}_t^\top")
 
 
+def dplr_fla():
+    """FLA's DPLR convention: S_t = S_{t-1}(Diag(alpha_t) + a_t b_t^T) + v_t k_t^T.  It is
+    note 000's no-gate form with d_t = -a_t and the note's a_t = b_t."""
+    return _rec("dplr_fla", QKV + [GATE_VEC] + AB,
+                S_PREV @ (diag(alpha) + a @ b.T) + v @ k.T,
+                r"\mathbf{S}_t = \mathbf{S}_{t-1}(\text{Diag}(\boldsymbol{\alpha}_t) + \boldsymbol{a}_t \boldsymbol{b}_t^\top) + \boldsymbol{v}_t \boldsymbol{k}_t^\top")
+
+
 def gla_hadamard_step():
     """Note 003 section 6.1's form S_t = G_t odot S_{t-1} + v_t k_t^T, G_t = 1 alpha_t^T."""
     G = Var("G", "Dv", "Dk", r"\mathbf{G}_t")

@@ -1,0 +1,100 @@
+"""Turn a plan into the data a Jinja skeleton needs: loads, math lines, stores.
+
+Templates own the skeleton; every math line comes from here, printed from the IR."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+from derivations.latex import to_latex
+from .plan import Plan, var_names
+from .printer import TritonPrinter, Val
+from . import plan as planmod
+
+
+@dataclass
+class Load:
+    tile: str          # derivation tile name
+    arg: str           # kernel pointer argument
+    kind: str          # 'k' | 'v' | 'head' ; how the tensor is laid out
+    log: bool          # the argument holds the log of the tile (gates)
+    scaled: bool = False
+
+
+@dataclass
+class Line:
+    comment: str
+    target: str
+    code: str
+
+
+@dataclass
+class Stage:
+    loads: List[Load] = field(default_factory=list)
+    lines: List[Line] = field(default_factory=list)
+    reads: List[str] = field(default_factory=list)     # boundary tiles read (scan)
+    writes: List[str] = field(default_factory=list)    # boundary tiles written (intra)
+
+
+def _layout(shape) -> str:
+    rows, cols = shape
+    if rows != "C":
+        raise planmod.CodegenError(f"an input tile of shape {rows}x{cols} is not a chunk tile")
+    return {"Dk": "k", "Dv": "v", "1": "head"}[cols]
+
+
+def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: str) -> Stage:
+    v = plan.variant
+    dmap = dict(plan.defs)
+    used = set()
+    for n in names:
+        used |= var_names(dmap[n])
+    for _, e, _ in finals:
+        used |= var_names(e)
+    st = Stage(reads=list(reads))
+    env: Dict[str, Val] = {}
+    args = v.tile_of()
+    rec = plan.deriv.recurrences[plan.deriv.program_recurrence[plan.program.name]]
+    shapes = {i.seq: ("C", i.dim) for i in rec.inputs}
+    for t in plan.inputs:
+        if t not in used:
+            continue
+        a = args[t]
+        log = a.kind.startswith("gate")
+        st.loads.append(Load(t, a.name, _layout(shapes[t]), log, scaled=(a.name == "q")))
+        env[t] = Val(None, shapes[t], log=f"b_{t}_log") if log else Val(f"b_{t}", shapes[t])
+    if "S_prev" in used:
+        env["S_prev"] = Val("b_s", ("Dv", "Dk"))
+    for r in reads:
+        env[r] = Val(f"b_{r}", dmap[r].shape())
+    pr = TritonPrinter(env, lambda e: planmod.unit_lower(e, dmap, plan.diagonal), where)
+    for n in names:
+        e = dmap[n]
+        val = pr.p(e)
+        cmt = f"{n} = {to_latex(e)}"
+        if val.log is not None and val.code is None:
+            st.lines.append(Line(cmt, f"b_{n}_log", val.log))
+            st.lines.append(Line("", f"b_{n}", f"tl.exp(b_{n}_log)"))
+            env[n] = Val(f"b_{n}", val.shape, diag=val.diag, log=f"b_{n}_log")
+        elif val.diag:
+            st.lines.append(Line(cmt + "  (kept as its diagonal)", f"b_{n}", pr.dense_vec(val)))
+            env[n] = Val(f"b_{n}", val.shape, diag=True)
+        else:
+            st.lines.append(Line(cmt, f"b_{n}", val.code))
+            env[n] = Val(f"b_{n}", val.shape)
+    for n, e, c in finals:
+        st.lines.append(Line(f"{n} = {to_latex(e)}   [claim {c.id}, {c.citation}]", f"b_{n}", pr.code(e)))
+    return st
+
+
+def stages(plan: Plan):
+    dmap = dict(plan.defs)
+    intra = None
+    if plan.intra:
+        intra = _stage(plan, plan.intra, [], [], f"{plan.variant.name} intra kernel")
+        intra.writes = list(plan.boundary)
+    prog = plan.program
+    finals = [(prog.output, dmap[prog.output], plan.claims["O"]),
+              (prog.state, dmap[prog.state], plan.claims["S"])]
+    scan = _stage(plan, plan.scan, finals, plan.boundary, f"{plan.variant.name} scan kernel")
+    return intra, scan

@@ -1,0 +1,233 @@
+"""From a variant to kernel stages: check the verdicts, split the definitions.
+
+The state S_[t]^C and outputs O_[t] are taken from the variant's two forward claims
+(their right-hand sides, not the program's own lines), and the definitions they read
+come from the claims' program.  A claim's "holds" covers the definitions it reads,
+since the checker evaluates them against the unrolled recurrence.
+
+Stages (DESIGN.md "Code generation"):
+- intra: definitions that need a triangular inverse, and what they read.  They do
+  not depend on the state, so they run for all chunks in parallel; the ones the
+  scan reads are written to memory ("boundary" tiles).
+- scan: sequential over chunks, one program per (batch*head, V block): everything
+  else on the path to O_[t] and S_[t]^C, with the state carried in registers.  The
+  output role is fused into the scan (O_[t] needs S_[t-1]^C, which is in registers).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set, Tuple
+
+from derivations import ir
+from derivations.dsl import Claim, Derivation, Program
+from .printer import CodegenError
+from .variants import Variant
+
+
+class Refused(CodegenError):
+    """The generator will not print a kernel from a claim that does not hold."""
+
+
+def var_names(e: ir.Expr) -> Set[str]:
+    out = set()
+
+    def walk(x):
+        if isinstance(x, ir.Var):
+            out.add(x.name)
+        for c in x.children():
+            walk(c)
+    walk(e)
+    return out
+
+
+def has_node(e: ir.Expr, cls) -> bool:
+    return isinstance(e, cls) or any(has_node(c, cls) for c in e.children())
+
+
+@dataclass
+class Plan:
+    variant: Variant
+    deriv: Derivation
+    program: Program
+    claims: Dict[str, Claim]                 # 'O' / 'S' -> claim printed from
+    defs: List[Tuple[str, ir.Expr]]          # in program order, S and O from the claims
+    inputs: List[str]                        # tile names of the recurrence inputs
+    intra: List[str] = field(default_factory=list)
+    boundary: List[str] = field(default_factory=list)
+    scan: List[str] = field(default_factory=list)
+    diagonal: Set[str] = field(default_factory=set)
+
+    def expr(self, name) -> ir.Expr:
+        return dict(self.defs)[name]
+
+    def shape(self, name) -> tuple:
+        return self.expr(name).shape()
+
+
+def _claim(deriv: Derivation, cid: str) -> Claim:
+    for c in deriv.claims:
+        if c.id == cid:
+            return c
+    raise CodegenError(f"derivation {deriv.name} has no claim {cid!r}")
+
+
+def gate(deriv: Derivation, claims, checker=None):
+    """Refuse unless every claim holds.  ``checker`` defaults to verify.check.check."""
+    if checker is None:
+        from verify.check import check as checker
+    for c in claims:
+        r = checker(deriv, c, floats=False, diagnose=False)
+        if r.verdict != "holds":
+            why = f": {r.message}" if r.message else ""
+            raise Refused(f"claim {c.id} ({c.citation}) {r.verdict}{why}; "
+                          f"no kernel is printed from a claim that does not hold")
+
+
+def _strictly_lower(e: ir.Expr, diag: Set[str]) -> bool:
+    if isinstance(e, ir.Mask):
+        return e.kind == "M-1"
+    if isinstance(e, ir.MatMul):
+        return ((_is_diag(e.a, diag) and _strictly_lower(e.b, diag))
+                or (_strictly_lower(e.a, diag) and _is_diag(e.b, diag)))
+    if isinstance(e, ir.Scale):
+        return _strictly_lower(e.b, diag)
+    if isinstance(e, ir.Neg):
+        return _strictly_lower(e.a, diag)
+    if isinstance(e, (ir.Add, ir.Sub)):
+        return _strictly_lower(e.a, diag) and _strictly_lower(e.b, diag)
+    return False
+
+
+def _is_diag(e: ir.Expr, diag: Set[str]) -> bool:
+    return isinstance(e, (ir.DiagM, ir.Eye)) or (isinstance(e, ir.Var) and e.name in diag)
+
+
+def unit_lower(e: ir.Expr, defs: Dict[str, ir.Expr], diag: Set[str]) -> bool:
+    """A structural proof that ``e`` is I + (strictly lower triangular)."""
+    if isinstance(e, ir.Var) and e.name in defs:
+        return unit_lower(defs[e.name], defs, diag)
+    return isinstance(e, ir.Add) and isinstance(e.a, ir.Eye) and _strictly_lower(e.b, diag)
+
+
+def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
+    prog = deriv.programs.get(v.program)
+    if prog is None:
+        raise CodegenError(f"derivation {deriv.name} has no program {v.program!r}")
+    oc, sc = _claim(deriv, v.out_claim), _claim(deriv, v.state_claim)
+    for c, what, want in ((oc, "outputs", "outs"), (sc, "state", "state")):
+        if c.kind != "forward" or not isinstance(c.lhs, ir.Truth) or c.lhs.what != want or c.over:
+            raise CodegenError(f"claim {c.id} is not a whole-chunk forward claim of the {what}")
+        if c.program != v.program:
+            raise CodegenError(f"claim {c.id} is about program {c.program}, not {v.program}")
+        if c.assume:
+            raise CodegenError(f"claim {c.id} assumes {', '.join(c.assume)}; a kernel cannot")
+    if check:
+        gate(deriv, [oc, sc], checker)
+    rec = deriv.recurrences[deriv.program_recurrence[prog.name]]
+    inputs = [i.seq for i in rec.inputs]
+    missing = [t for t in inputs if t not in v.tile_of()]
+    if missing:
+        raise CodegenError(f"variant {v.name}: recurrence inputs {missing} have no argument")
+
+    final = {}
+    for name, c in ((prog.output, oc), (prog.state, sc)):
+        rhs = c.rhs
+        if isinstance(rhs, ir.Var) and rhs.name == name:   # the claim states the program's own line
+            rhs = prog.expr(name)
+        if name in var_names(rhs):
+            raise CodegenError(f"claim {c.id}: the right-hand side reads {name} itself")
+        final[name] = rhs
+    needed: Set[str] = set()
+
+    def need(e):
+        for n in var_names(e):
+            if n in needed or n in inputs or n == "S_prev":
+                continue
+            d = prog.expr(n)
+            if d is None:
+                raise CodegenError(f"program {prog.name}: {n} is read but never defined")
+            needed.add(n)
+            need(d)
+    for e in final.values():
+        need(e)
+    defs = [(n, final.get(n, e)) for n, e in prog.defs if n in needed or n in final]
+    plan = Plan(v, deriv, prog, {"O": oc, "S": sc}, defs, inputs)
+    plan.diagonal = {n for n, e in defs if isinstance(e, ir.DiagM)}
+
+    dmap = dict(defs)
+    heavy: Set[str] = set()
+    for n, e in defs:
+        stateful = "S_prev" in _closure(n, dmap)
+        if _needs_dense_inverse(e, plan.diagonal) and stateful:
+            raise CodegenError(f"program {prog.name}: {n} needs a triangular inverse and the state; "
+                               f"the intra stage cannot compute it")
+        if not stateful and (_needs_dense_inverse(e, plan.diagonal) or var_names(e) & heavy):
+            heavy.add(n)
+    scan_needed: Set[str] = set()
+
+    def need_scan(e):
+        for n in var_names(e):
+            if n in dmap and n not in scan_needed:
+                scan_needed.add(n)
+                if n not in heavy:
+                    need_scan(dmap[n])
+    for e in final.values():
+        need_scan(e)
+    plan.boundary = [n for n, _ in defs if n in heavy and n in scan_needed]
+    for n in plan.boundary:
+        rows, cols = dmap[n].shape()
+        if rows != "C" or cols not in ("Dk", "Dv"):
+            raise CodegenError(f"program {prog.name}: {n} ({rows}x{cols}) would cross stages; only "
+                               f"C x Dk and C x Dv tiles are written between kernels")
+    intra: Set[str] = set()
+
+    def need_intra(name):
+        if name in intra:
+            return
+        intra.add(name)
+        for m in var_names(dmap[name]):
+            if m in dmap:
+                need_intra(m)
+    for n in plan.boundary:
+        need_intra(n)
+    plan.intra = [n for n, _ in defs if n in intra]
+    plan.scan = [n for n, _ in defs if n in scan_needed and n not in heavy]
+    for n in list(plan.intra) + plan.scan:
+        e = dmap[n]
+        for sub in _inverses(e):
+            if not isinstance(sub.a, ir.DiagM) and not (isinstance(sub.a, ir.Var) and sub.a.name in plan.diagonal) \
+                    and not unit_lower(sub.a, dmap, plan.diagonal):
+                raise CodegenError(f"program {prog.name}: {n} inverts a matrix that is not provably "
+                                   f"I + strictly lower triangular")
+    return plan
+
+
+def _inverses(e):
+    if isinstance(e, ir.Inv):
+        yield e
+    for c in e.children():
+        yield from _inverses(c)
+
+
+def _needs_dense_inverse(e, diag) -> bool:
+    return any(not isinstance(i.a, ir.DiagM) and not (isinstance(i.a, ir.Var) and i.a.name in diag)
+               for i in _inverses(e))
+
+
+def _closure(name, dmap) -> Set[str]:
+    seen: Set[str] = set()
+
+    def walk(n):
+        for m in var_names(dmap[n]):
+            if m not in seen:
+                seen.add(m)
+                if m in dmap:
+                    walk(m)
+    walk(name)
+    return seen
+
+
+def load_variant(v: Variant, check=True) -> Plan:
+    from verify.loader import bundled
+    (deriv,) = bundled([v.derivation])
+    return build(v, deriv, check=check)

@@ -1,0 +1,58 @@
+"""The generated variants: which verified claims each kernel is printed from, how the
+FLA-style arguments bind to the derivation's tiles, and the tiling (data, not code)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Tuple
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One tensor argument of the public function.  ``tile`` is the derivation's
+    input tile it binds to; ``kind``: 'k' ([B,T,H,K]), 'v' ([B,T,H,V]), 'gate_k' (log
+    gate [B,T,H,K]), 'gate_h' (log gate [B,T,H]), 'head' ([B,T,H])."""
+    name: str
+    tile: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str                      # module name under generated_kernels/
+    func: str                      # public function, FLA's name
+    derivation: str                # bundled derivation module (derivations/<name>.py)
+    program: str                   # the chunk program the kernel is printed from
+    out_claim: str                 # forward claim giving O_[t]   (must hold)
+    state_claim: str               # forward claim giving S_[t]^C (must hold)
+    args: Tuple[Arg, ...]
+    recurrence_doc: str            # the recurrence in FLA's terms, for docstrings
+    tiling: Dict[str, int] = field(default_factory=dict)
+
+    def tile_of(self) -> Dict[str, Arg]:
+        return {a.tile: a for a in self.args}
+
+
+_QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
+_TILING = {"BT": 64, "BV": 64, "scan_warps": 4, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1}
+
+VARIANTS: List[Variant] = [
+    Variant("gla", "chunk_gla", "gla", "gla_chunk", "gla.O", "gla.S_C",
+            _QKV + (Arg("g", "Alpha", "gate_k"),),
+            "S_t = S_{t-1} Diag(exp g_t) + v_t k_t^T,  o_t = S_t q_t", dict(_TILING)),
+    Variant("gated_delta_rule", "chunk_gated_delta_rule", "gated_deltanet", "gdn_chunk_kda",
+            "gdn.bwd.fwd_O", "gdn.bwd.fwd_S",
+            _QKV + (Arg("g", "Alpha", "gate_h"), Arg("beta", "Beta", "head")),
+            "S_t = S_{t-1} exp(g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
+            dict(_TILING)),
+    Variant("kda", "chunk_kda", "kda", "kda_chunk", "kda.O", "kda.S",
+            _QKV + (Arg("g", "Alpha", "gate_k"), Arg("beta", "Beta", "head")),
+            "S_t = S_{t-1} Diag(exp g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
+            dict(_TILING)),
+    Variant("dplr_delta_rule", "chunk_dplr_delta_rule", "dplr", "dplr_fla_chunk",
+            "dplr.fla.O", "dplr.fla.S",
+            _QKV + (Arg("a", "A", "k"), Arg("b", "B", "k"), Arg("gk", "Alpha", "gate_k")),
+            "S_t = S_{t-1} (Diag(exp gk_t) + a_t b_t^T) + v_t k_t^T,  o_t = S_t q_t",
+            dict(_TILING)),
+]
+
+BY_NAME = {v.name: v for v in VARIANTS}
