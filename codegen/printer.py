@@ -221,4 +221,4 @@ class TritonPrinter:
             return Val(f"tl.sum({ac} * {_t(bc)}, axis=1, keep_dims=True)", shape)
         if shape[0] == "1":                    # row times matrix
             return Val(f"tl.sum({_t(ac)} * {bc}, axis=0, keep_dims=True)", shape)
-        return Val(f"tl.dot({ac}.to(DT), {bc}.to(DT), input_precision=PREC)", shape)
+        return Val(f"tl.dot({ac}.to(DT).to(CT), {bc}.to(DT).to(CT), input_precision=PREC)", shape)

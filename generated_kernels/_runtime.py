@@ -35,10 +35,19 @@ def block_sizes(K, V, chunk_size, bv):
     return chunk_size, bk, bv_full, min(bv, bv_full)
 
 
-def dot_types(dtype):
-    # fp32 inputs get fp32-accurate products (not tf32); 16-bit inputs multiply in
-    # their own type with fp32 accumulation
-    return _DTYPES[dtype], ("ieee" if dtype == torch.float32 else "tf32")
+def dot_types(dtype, device):
+    """(DT, CT, PREC): dot operands are rounded to DT and multiplied in CT.
+    fp32 inputs get fp32-accurate products (not tf32).  bf16 inputs multiply in
+    bf16 with fp32 accumulation.  fp16 inputs multiply in tf32: decayed keys such
+    as K / Gamma leave fp16's range after a few steps of strong decay, and tf32 has
+    fp16's mantissa with fp32's range.  Triton's interpreter cannot multiply bf16
+    tiles (it sees their bit patterns), so on the CPU the bf16-rounded operands are
+    multiplied in fp32."""
+    if dtype == torch.float32:
+        return tl.float32, tl.float32, "ieee"
+    if dtype == torch.float16:
+        return tl.float32, tl.float32, "tf32"
+    return tl.bfloat16, (tl.float32 if device.type == "cpu" else tl.bfloat16), "tf32"
 
 
 def _fail(func, msg):

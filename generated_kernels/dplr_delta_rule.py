@@ -18,7 +18,7 @@ ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate
 @triton.jit
 def _intra_kernel(k, v, gk, a, b, out_W, out_C, scale, T,
                   H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-                  BV: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -48,13 +48,13 @@ def _intra_kernel(k, v, gk, a, b, out_W, out_C, scale, T,
     # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
     b_Bl = (-(b_A * tl.exp((b_Gamma_log - b_Alpha_log))))
     # F = \mathbf{I} + \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_F = (tl.where(m_eye, 1.0, 0.) + tl.where(m_strict, tl.dot(b_Bl.to(DT), tl.trans(b_Ar).to(DT), input_precision=PREC), 0.))
+    b_F = (tl.where(m_eye, 1.0, 0.) + tl.where(m_strict, tl.dot(b_Bl.to(DT).to(CT), tl.trans(b_Ar).to(DT).to(CT), input_precision=PREC), 0.))
     # E = \left(\mathbf{F}_{[t]}\right)^{-1}
     b_E = _inv_unit_lower(b_F, m_strict, m_eye, BT)
     # W = \mathbf{E}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}
-    b_W = tl.dot(b_E.to(DT), b_Bl.to(DT), input_precision=PREC)
+    b_W = tl.dot(b_E.to(DT).to(CT), b_Bl.to(DT).to(CT), input_precision=PREC)
     # C = -\mathbf{E}_{[t]} \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right) \mathbf{V}_{[t]}
-    b_C = (-tl.dot(tl.dot(b_E.to(DT), tl.where(m_strict, tl.dot(b_Bl.to(DT), tl.trans(b_Kr).to(DT), input_precision=PREC), 0.).to(DT), input_precision=PREC).to(DT), b_V.to(DT), input_precision=PREC))
+    b_C = (-tl.dot(tl.dot(b_E.to(DT).to(CT), tl.where(m_strict, tl.dot(b_Bl.to(DT).to(CT), tl.trans(b_Kr).to(DT).to(CT), input_precision=PREC), 0.).to(DT).to(CT), input_precision=PREC).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
 
     tl.store(out_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_C + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_C.to(out_C.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
@@ -63,7 +63,7 @@ def _intra_kernel(k, v, gk, a, b, out_W, out_C, scale, T,
 @triton.jit
 def _scan_kernel(q, k, v, gk, b, in_W, in_C, o, h0, ht, scale, T,
                  H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-                 BV: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr,
+                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                  USE_H0: tl.constexpr, STORE_HT: tl.constexpr):
     # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
@@ -106,11 +106,11 @@ def _scan_kernel(q, k, v, gk, b, in_W, in_C, o, h0, ht, scale, T,
         # V1 = \mathbf{V}_{[t]}
         b_V1 = b_V
         # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
-        b_V2 = (b_C - tl.dot(b_W.to(DT), tl.trans(b_s).to(DT), input_precision=PREC))
+        b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
         # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],1} + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],2}   [claim dplr.fla.O, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 916, row 5]
-        b_O = ((tl.dot(b_Ql.to(DT), tl.trans(b_s).to(DT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT), tl.trans(b_Kr).to(DT), input_precision=PREC), 0.).to(DT), b_V1.to(DT), input_precision=PREC)) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT), tl.trans(b_Ar).to(DT), input_precision=PREC), 0.).to(DT), b_V2.to(DT), input_precision=PREC))
+        b_O = ((tl.dot(b_Ql.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT).to(CT), tl.trans(b_Kr).to(DT).to(CT), input_precision=PREC), 0.).to(DT).to(CT), b_V1.to(DT).to(CT), input_precision=PREC)) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT).to(CT), tl.trans(b_Ar).to(DT).to(CT), input_precision=PREC), 0.).to(DT).to(CT), b_V2.to(DT).to(CT), input_precision=PREC))
         # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],1}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],2}^\top \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim dplr.fla.S, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 902, row 4]
-        b_S = (((b_s * tl.trans(b_gC)) + (tl.dot(tl.trans(b_V1).to(DT), b_Kr.to(DT), input_precision=PREC) * tl.trans(b_gC))) + (tl.dot(tl.trans(b_V2).to(DT), b_Ar.to(DT), input_precision=PREC) * tl.trans(b_gC)))
+        b_S = (((b_s * tl.trans(b_gC)) + (tl.dot(tl.trans(b_V1).to(DT).to(CT), b_Kr.to(DT).to(CT), input_precision=PREC) * tl.trans(b_gC))) + (tl.dot(tl.trans(b_V2).to(DT).to(CT), b_Ar.to(DT).to(CT), input_precision=PREC) * tl.trans(b_gC)))
 
         tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
         b_s = b_S
@@ -122,17 +122,17 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
     B, T, H, K = q.shape
     V = v.shape[-1]
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size, TILING["BV"])
-    DT, PREC = dot_types(q.dtype)
+    DT, CT, PREC = dot_types(q.dtype, q.device)
     o = torch.empty_like(v)
     ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
     h0 = initial_state if initial_state is not None else o
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
     _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, W, C, scale, T,
-                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, DT=DT, PREC=PREC,
+                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, DT=DT, CT=CT, PREC=PREC,
                                               num_warps=TILING["prep_warps"], num_stages=TILING["prep_stages"])
     _scan_kernel[(triton.cdiv(V, BV), B * H)](q, k, v, gk, b, W, C, o, h0, ht, scale, T,
-                                             H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, DT=DT, PREC=PREC,
+                                             H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, DT=DT, CT=CT, PREC=PREC,
                                              USE_H0=initial_state is not None, STORE_HT=output_final_state,
                                              num_warps=TILING["scan_warps"], num_stages=TILING["scan_stages"])
     return o, (ht if output_final_state else None)

@@ -18,7 +18,7 @@ ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_h'), ('beta', 'head'))
 @triton.jit
 def _intra_kernel(k, v, g, beta, out_Wl, out_U, scale, T,
                   H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-                  BV: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr):
+                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -45,13 +45,13 @@ def _intra_kernel(k, v, g, beta, out_Wl, out_U, scale, T,
     # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]}
     b_Kr = (tl.exp((-b_Gamma_log)) * b_K)
     # Xt = \mathbf{I} + \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_Xt = (tl.where(m_eye, 1.0, 0.) + (b_Beta * tl.where(m_strict, tl.dot(b_Kl.to(DT), tl.trans(b_Kr).to(DT), input_precision=PREC), 0.)))
+    b_Xt = (tl.where(m_eye, 1.0, 0.) + (b_Beta * tl.where(m_strict, tl.dot(b_Kl.to(DT).to(CT), tl.trans(b_Kr).to(DT).to(CT), input_precision=PREC), 0.)))
     # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}
     b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT)
     # Wl = \widetilde{\mathbf{A}}_{[t]} \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \overleftarrow{\mathbf{K}_{[t]}}
-    b_Wl = tl.dot((b_At * tl.trans(b_Beta)).to(DT), b_Kl.to(DT), input_precision=PREC)
+    b_Wl = tl.dot((b_At * tl.trans(b_Beta)).to(DT).to(CT), b_Kl.to(DT).to(CT), input_precision=PREC)
     # U = \widetilde{\mathbf{A}}_{[t]} \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \mathbf{V}_{[t]}
-    b_U = tl.dot((b_At * tl.trans(b_Beta)).to(DT), b_V.to(DT), input_precision=PREC)
+    b_U = tl.dot((b_At * tl.trans(b_Beta)).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC)
 
     tl.store(out_Wl + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], b_Wl.to(out_Wl.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_U + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_U.to(out_U.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
@@ -60,7 +60,7 @@ def _intra_kernel(k, v, g, beta, out_Wl, out_U, scale, T,
 @triton.jit
 def _scan_kernel(q, k, g, in_Wl, in_U, o, h0, ht, scale, T,
                  H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-                 BV: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr,
+                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                  USE_H0: tl.constexpr, STORE_HT: tl.constexpr):
     # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
@@ -97,11 +97,11 @@ def _scan_kernel(q, k, g, in_Wl, in_U, o, h0, ht, scale, T,
         # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]}
         b_Kr = (tl.exp((-b_Gamma_log)) * b_K)
         # Vnew = \mathbf{U}_{[t]} - \overleftarrow{\mathbf{W}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top
-        b_Vnew = (b_U - tl.dot(b_Wl.to(DT), tl.trans(b_s).to(DT), input_precision=PREC))
+        b_Vnew = (b_U - tl.dot(b_Wl.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
         # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],new}   [claim gdn.bwd.fwd_O, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-        b_O = (tl.dot(b_Ql.to(DT), tl.trans(b_s).to(DT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT), tl.trans(b_Kr).to(DT), input_precision=PREC), 0.).to(DT), b_Vnew.to(DT), input_precision=PREC))
+        b_O = (tl.dot(b_Ql.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT).to(CT), tl.trans(b_Kr).to(DT).to(CT), input_precision=PREC), 0.).to(DT).to(CT), b_Vnew.to(DT).to(CT), input_precision=PREC))
         # S = \gamma_{[t]}^{C} \left(\mathbf{S}_{[t-1]}^{C} + \mathbf{V}_{[t],new}^\top \overrightarrow{\mathbf{K}_{[t]}}\right)   [claim gdn.bwd.fwd_S, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-        b_S = (b_gC * (b_s + tl.dot(tl.trans(b_Vnew).to(DT), b_Kr.to(DT), input_precision=PREC)))
+        b_S = (b_gC * (b_s + tl.dot(tl.trans(b_Vnew).to(DT).to(CT), b_Kr.to(DT).to(CT), input_precision=PREC)))
 
         tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
         b_s = b_S
@@ -113,17 +113,17 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     B, T, H, K = q.shape
     V = v.shape[-1]
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size, TILING["BV"])
-    DT, PREC = dot_types(q.dtype)
+    DT, CT, PREC = dot_types(q.dtype, q.device)
     o = torch.empty_like(v)
     ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
     h0 = initial_state if initial_state is not None else o
     Wl = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
     _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Wl, U, scale, T,
-                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, DT=DT, PREC=PREC,
+                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, DT=DT, CT=CT, PREC=PREC,
                                               num_warps=TILING["prep_warps"], num_stages=TILING["prep_stages"])
     _scan_kernel[(triton.cdiv(V, BV), B * H)](q, k, g, Wl, U, o, h0, ht, scale, T,
-                                             H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, DT=DT, PREC=PREC,
+                                             H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, DT=DT, CT=CT, PREC=PREC,
                                              USE_H0=initial_state is not None, STORE_HT=output_final_state,
                                              num_warps=TILING["scan_warps"], num_stages=TILING["scan_stages"])
     return o, (ht if output_final_state else None)

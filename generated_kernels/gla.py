@@ -18,7 +18,7 @@ ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'))
 @triton.jit
 def _scan_kernel(q, k, v, g, o, h0, ht, scale, T,
                  H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-                 BV: tl.constexpr, DT: tl.constexpr, PREC: tl.constexpr,
+                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                  USE_H0: tl.constexpr, STORE_HT: tl.constexpr):
     # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
@@ -54,9 +54,9 @@ def _scan_kernel(q, k, v, g, o, h0, ht, scale, T,
         # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}
         b_Kr = (b_K * tl.exp(-b_Gamma_log))
         # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t]}   [claim gla.O, 003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 94]
-        b_O = (tl.dot(b_Ql.to(DT), tl.trans(b_s).to(DT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT), tl.trans(b_Kr).to(DT), input_precision=PREC), 0.).to(DT), b_V.to(DT), input_precision=PREC))
+        b_O = (tl.dot(b_Ql.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT).to(CT), tl.trans(b_Kr).to(DT).to(CT), input_precision=PREC), 0.).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
         # S = \left(\mathbf{S}_{[t-1]}^{C} + \mathbf{V}_{[t]}^\top \overrightarrow{\mathbf{K}_{[t]}}\right) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim gla.S_C, 003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 98]
-        b_S = ((b_s + tl.dot(tl.trans(b_V).to(DT), b_Kr.to(DT), input_precision=PREC)) * tl.trans(b_gC))
+        b_S = ((b_s + tl.dot(tl.trans(b_V).to(DT).to(CT), b_Kr.to(DT).to(CT), input_precision=PREC)) * tl.trans(b_gC))
 
         tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
         b_s = b_S
@@ -68,12 +68,12 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=TI
     B, T, H, K = q.shape
     V = v.shape[-1]
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size, TILING["BV"])
-    DT, PREC = dot_types(q.dtype)
+    DT, CT, PREC = dot_types(q.dtype, q.device)
     o = torch.empty_like(v)
     ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
     h0 = initial_state if initial_state is not None else o
     _scan_kernel[(triton.cdiv(V, BV), B * H)](q, k, v, g, o, h0, ht, scale, T,
-                                             H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, DT=DT, PREC=PREC,
+                                             H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, DT=DT, CT=CT, PREC=PREC,
                                              USE_H0=initial_state is not None, STORE_HT=output_final_state,
                                              num_warps=TILING["scan_warps"], num_stages=TILING["scan_stages"])
     return o, (ht if output_final_state else None)

@@ -159,6 +159,46 @@ def _add_report_args(p):
     p.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
+def cmd_gen(args):
+    """Print generated_kernels/ from the verified claims; --check compares instead."""
+    from codegen import gen
+    from codegen.plan import Refused
+    from codegen.printer import CodegenError
+    from codegen.variants import BY_NAME, VARIANTS
+    unknown = [n for n in args.variant if n not in BY_NAME]
+    if unknown:
+        raise InputError(f"unknown variant {unknown[0]!r} (variants: {', '.join(BY_NAME)})")
+    if args.variant and not args.check:
+        raise InputError("--variant only works with --check: gen writes every file or none")
+    variants = [BY_NAME[n] for n in args.variant] or VARIANTS
+    say = (lambda m: None) if args.quiet else (lambda m: sys.stderr.write(f"chunkproof gen: {m}\n"))
+    try:
+        files = gen.render_all(variants, progress=say)
+    except Refused as e:
+        sys.stderr.write(f"chunkproof gen: refused: {e}\n")
+        return EXIT_FAIL
+    except CodegenError as e:
+        raise InputError(str(e)) from None
+    out_dir = args.out or gen.OUT_DIR
+    if args.check:
+        if args.variant:
+            files = {n: s for n, s in files.items() if n[:-3] in args.variant}
+            bad = [n for n in gen.stale(files, out_dir) if "(not generated" not in n]
+        else:
+            bad = gen.stale(files, out_dir)
+        for n in bad:
+            sys.stderr.write(f"chunkproof gen --check: {os.path.join(out_dir, n)} differs from what "
+                             f"the derivations generate\n")
+        if bad:
+            sys.stderr.write("chunkproof gen --check: run `chunkproof gen` and commit the result\n")
+            return EXIT_FAIL
+        say(f"{len(files)} files in {out_dir} match the derivations")
+        return EXIT_OK
+    changed = gen.write(files, out_dir)
+    say(f"wrote {', '.join(changed)}" if changed else f"{out_dir} already up to date")
+    return EXIT_OK
+
+
 def build_parser():
     ap = argparse.ArgumentParser(prog="chunkproof", description=(
         "Check chunkwise linear-attention derivations exactly against their recurrences."))
@@ -172,6 +212,15 @@ def build_parser():
     p.add_argument("targets", nargs="+", metavar="derivation.py")
     _add_report_args(p)
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("gen", help="generate the Triton kernels in generated_kernels/ from the verified claims")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 if the checked-in files differ from what would be generated")
+    p.add_argument("--variant", action="append", default=[],
+                   help="with --check: only this variant (gla, gated_delta_rule, kda, dplr_delta_rule)")
+    p.add_argument("--out", help="output folder (default: the generated_kernels package)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.set_defaults(func=cmd_gen)
     return ap
 
 

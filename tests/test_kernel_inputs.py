@@ -1,0 +1,80 @@
+"""Bad input to the generated API: a ValueError that names the argument and what was expected."""
+import pytest
+import torch
+
+import generated_kernels as G
+from tests.kernel_cases import make_inputs
+
+
+def _gla(**over):
+    (q, k, v, g), _, _ = make_inputs("gla", 1, 8, 2, 16, 32, seed=0)
+    kw = dict(q=q, k=k, v=v, g=g)
+    kw.update(over)
+    return kw
+
+
+@pytest.mark.parametrize("over, words", [
+    (dict(k=torch.randn(1, 8, 2, 17)), ["k must be [B, T, H, K]", "[1, 8, 2, 16]", "[1, 8, 2, 17]"]),
+    (dict(v=torch.randn(1, 9, 2, 32)), ["v must be [B, T, H, V]"]),
+    (dict(g=torch.randn(1, 8, 2)), ["g must be [B, T, H, K]"]),
+    (dict(q=torch.randn(8, 2, 16)), ["q must be [B, T, H, K]", "3-d"]),
+    (dict(k=torch.randn(1, 8, 2, 16, dtype=torch.float64)), ["k has dtype torch.float64", "q has torch.float32"]),
+    (dict(q=torch.randn(1, 8, 2, 16).to(torch.int32)), ["q has dtype torch.int32"]),
+    (dict(q=torch.randn(1, 8, 2, 300), k=torch.randn(1, 8, 2, 300), g=torch.randn(1, 8, 2, 300)),
+     ["head size K", "300", "256"]),
+    (dict(g=[1, 2]), ["g must be a torch.Tensor"]),
+])
+def test_gla_bad_tensors(over, words):
+    with pytest.raises(ValueError) as e:
+        G.chunk_gla(**_gla(**over))
+    for w in words:
+        assert w in str(e.value), str(e.value)
+    assert str(e.value).startswith("chunk_gla: ")
+
+
+def test_bad_initial_state_and_scale():
+    kw = _gla()
+    with pytest.raises(ValueError, match=r"initial_state must be \[B, H, K, V\] = \[1, 2, 16, 32\]"):
+        G.chunk_gla(**kw, initial_state=torch.zeros(1, 2, 32, 16))
+    with pytest.raises(ValueError, match="initial_state must be float32"):
+        G.chunk_gla(**kw, initial_state=torch.zeros(1, 2, 16, 32, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="scale must be a finite Python number"):
+        G.chunk_gla(**kw, scale=float("nan"))
+    with pytest.raises(ValueError, match="output_final_state must be a bool"):
+        G.chunk_gla(**kw, output_final_state="yes")
+
+
+def test_delta_rule_beta_shape_named():
+    args, _, _ = make_inputs("kda", 1, 8, 2, 16, 16, seed=0)
+    q, k, v, g, beta = args
+    with pytest.raises(ValueError, match=r"chunk_kda: beta must be \[B, T, H\] = \[1, 8, 2\], got \[1, 8, 2, 1\]"):
+        G.chunk_kda(q, k, v, g, beta[..., None])
+    args, _, _ = make_inputs("gated_delta_rule", 1, 8, 2, 16, 16, seed=0)
+    q, k, v, g, beta = args
+    with pytest.raises(ValueError, match=r"chunk_gated_delta_rule: g must be \[B, T, H\]"):
+        G.chunk_gated_delta_rule(q, k, v, g[..., None].expand(1, 8, 2, 16), beta)
+
+
+def test_non_contiguous_inputs_are_copied_not_misread():
+    args, _, _ = make_inputs("gla", 1, 20, 2, 16, 16, seed=1)
+    q, k, v, g = args
+    qt = q.transpose(1, 2).contiguous().transpose(1, 2)       # same values, other strides
+    assert not qt.is_contiguous()
+    o1, _ = G.chunk_gla(q, k, v, g)
+    o2, _ = G.chunk_gla(qt, k, v, g)
+    assert torch.equal(o1, o2)
+
+
+def test_requires_grad_is_refused_until_backward_exists():
+    args, _, _ = make_inputs("gla", 1, 8, 1, 16, 16, seed=0)
+    q = args[0].clone().requires_grad_()
+    with pytest.raises(NotImplementedError, match="chunk_gla: q require grad"):
+        G.chunk_gla(q, *args[1:])
+    with torch.no_grad():
+        G.chunk_gla(q, *args[1:])
+
+
+def test_cpu_without_interpreter_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
+        G.chunk_gla(**_gla())

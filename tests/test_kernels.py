@@ -1,0 +1,79 @@
+"""The generated forward kernels against the fp64 recurrence.
+
+CPU: Triton's interpreter at small shapes (TRITON_INTERPRET=1, set in conftest.py).
+GPU (`pytest -m gpu`): the same properties at real shapes on CUDA."""
+import os
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.kernel_cases import FUNCS, VARIANTS, make_inputs
+from tests.kernel_ref import recurrence, rel_rms
+
+# (B, T, H, K, V): T = 1, T below, at and above the chunk size 64, K != V
+CPU_BUCKETS = [(1, 1, 1, 16, 16), (1, 37, 2, 16, 32), (2, 64, 1, 32, 16), (1, 130, 1, 16, 24)]
+GPU_BUCKETS = [(2, 1000, 4, 128, 128), (1, 4096, 2, 64, 128), (2, 333, 3, 100, 256),
+               (3, 1, 2, 256, 64), (1, 2049, 8, 128, 64), (2, 517, 2, 16, 16)]
+FP32_TOL = 1e-4
+
+
+def _run(name, bucket, seed, h0, dtype, device):
+    args, ref, state = make_inputs(name, *bucket, seed=seed, dtype=dtype, device=device, h0=h0)
+    with torch.no_grad():
+        o, ht = FUNCS[name](*args, initial_state=state, output_final_state=True)
+    ro, rh = recurrence(name, initial_state=state, **ref)
+    assert o.shape == ro.shape and o.dtype == args[0].dtype
+    assert ht.shape == rh.shape and ht.dtype == torch.float32
+    return rel_rms(o, ro), rel_rms(ht, rh)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2 ** 16), bucket=st.sampled_from(CPU_BUCKETS), h0=st.booleans())
+def test_interpreter_fp32_matches_recurrence(name, seed, bucket, h0):
+    eo, eh = _run(name, bucket, seed, h0, torch.float32, "cpu")
+    assert eo <= FP32_TOL and eh <= FP32_TOL, f"{name} {bucket} seed={seed} h0={h0}: o {eo:.2e}, state {eh:.2e}"
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_interpreter_16bit_runs_close(name, dtype):
+    # a loose bound against gross errors; the comparison with FLA's bf16 error is a benchmark
+    eo, eh = _run(name, (1, 70, 1, 16, 32), 3, True, dtype, "cpu")
+    assert eo <= 5e-2 and eh <= 5e-2, f"{name} {dtype}: o {eo:.2e}, state {eh:.2e}"
+
+
+def test_no_final_state_unless_asked():
+    args, _, _ = make_inputs("gla", 1, 5, 1, 16, 16, seed=0)
+    o, ht = FUNCS["gla"](*args)
+    assert ht is None and o.shape == (1, 5, 1, 16)
+
+
+def test_chunk_size_is_data():
+    # the same kernel source at a smaller chunk gives the same answer (and runs 3 chunks)
+    import generated_kernels.kda as m
+    args, ref, state = make_inputs("kda", 1, 40, 1, 16, 16, seed=4, h0=True)
+    o, ht = m._forward(*args, scale=16 ** -0.5, initial_state=state, output_final_state=True, chunk_size=16)
+    ro, rh = recurrence("kda", initial_state=state, **ref)
+    assert rel_rms(o, ro) <= FP32_TOL and rel_rms(ht, rh) <= FP32_TOL
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", VARIANTS)
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 2 ** 16), bucket=st.sampled_from(GPU_BUCKETS), h0=st.booleans())
+def test_gpu_fp32_matches_recurrence(name, seed, bucket, h0):
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.fail("pytest -m gpu needs CUDA and TRITON_INTERPRET unset")
+    eo, eh = _run(name, bucket, seed, h0, torch.float32, "cuda")
+    assert eo <= FP32_TOL and eh <= FP32_TOL, f"{name} {bucket} seed={seed} h0={h0}: o {eo:.2e}, state {eh:.2e}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gpu_16bit_close(name, dtype):
+    eo, eh = _run(name, (2, 1000, 4, 128, 128), 11, True, dtype, "cuda")
+    assert eo <= 5e-2 and eh <= 5e-2, f"{name} {dtype}: o {eo:.2e}, state {eh:.2e}"
