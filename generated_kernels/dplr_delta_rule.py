@@ -17,7 +17,7 @@ ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate
 
 @triton.jit
 def _intra_kernel(k, v, gk, a, b, out_W, out_C, scale, T,
-                  H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
@@ -62,7 +62,7 @@ def _intra_kernel(k, v, gk, a, b, out_W, out_C, scale, T,
 
 @triton.jit
 def _scan_kernel(q, k, v, gk, b, in_W, in_C, o, h0, ht, scale, T,
-                 H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                 H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                  USE_H0: tl.constexpr, STORE_HT: tl.constexpr):
     # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)

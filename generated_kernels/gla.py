@@ -17,7 +17,7 @@ ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'))
 
 @triton.jit
 def _scan_kernel(q, k, v, g, o, h0, ht, scale, T,
-                 H: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                 H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                  USE_H0: tl.constexpr, STORE_HT: tl.constexpr):
     # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)
