@@ -545,6 +545,7 @@ def main(argv=None):
             print(f"copy bandwidth measurement failed: {first_line(e)}", file=sys.stderr)
 
     rows = []
+    md = ""
     for v in args.variants:
         print(f"== {v}", file=sys.stderr, flush=True)
         try:
@@ -552,16 +553,16 @@ def main(argv=None):
         except Exception as e:  # noqa: BLE001  (anything run_variant did not catch itself)
             traceback.print_exc()
             rows.append({"variant": v, "base": v, "notes": [f"harness: {first_line(e)}"]})
-
-    md = header(args, device, bw_measured) + "\n\n" + table(rows, args.dtype) + "\n"
+        # rewrite the results after every variant, so a run cut short keeps what it measured
+        md = header(args, device, bw_measured) + "\n\n" + table(rows, args.dtype) + "\n"
+        if args.out:
+            os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+            with open(args.out, "w") as fh:
+                fh.write(md)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"shape": args.shape, "dtype": args.dtype, "rows": rows}, fh, indent=1, default=str)
     print(md)
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as fh:
-            fh.write(md)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"shape": args.shape, "dtype": args.dtype, "rows": rows}, fh, indent=1, default=str)
 
     if args.smoke:
         tol_low, tol_32 = (float(s) for s in args.smoke_tol.split(","))

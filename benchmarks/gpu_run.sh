@@ -53,20 +53,20 @@ print("cuda", torch.version.cuda, "available", torch.cuda.is_available(),
 EOF
 } 2>&1 | tee "$OUT/versions.log"
 
+echo "== benchmarks/fwd_vs_fla.py"
+timeout "${BENCH_TIMEOUT:-400}" python3 benchmarks/fwd_vs_fla.py --out "$OUT/fwd_vs_fla.md" --json "$OUT/fwd_vs_fla.json" "$@" 2>&1 \
+    | tee "$OUT/bench.log"
+bench_rc=$?
+echo "benchmark exit status: $bench_rc"
+
 echo "== pytest -m gpu"
-python3 -m pytest -m gpu -q -x tests 2>&1 | tee "$OUT/gpu_tests.log"
+timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -m gpu -q tests 2>&1 | tee "$OUT/gpu_tests.log"
 test_rc=$?
 if [ "$test_rc" -eq 5 ]; then
     echo "(pytest: no tests marked gpu were collected)"
     test_rc=0
 fi
 echo "pytest exit status: $test_rc"
-
-echo "== benchmarks/fwd_vs_fla.py"
-python3 benchmarks/fwd_vs_fla.py --out "$OUT/fwd_vs_fla.md" --json "$OUT/fwd_vs_fla.json" "$@" 2>&1 \
-    | tee "$OUT/bench.log"
-bench_rc=$?
-echo "benchmark exit status: $bench_rc"
 
 if [ "$bench_rc" -ne 0 ]; then exit "$bench_rc"; fi
 exit "$test_rc"

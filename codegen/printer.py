@@ -177,10 +177,18 @@ class TritonPrinter:
         a = self.p(e.a)
         if a.log is None:
             self.fail(e, "a cumulative product is printed in log space and needs a gate (positive) operand")
-        return Val(None, e.shape(), log=f"tl.cumsum({a.log}, axis=0)")
+        return Val(None, e.shape(), log=self._cumsum(a.log, e.shape()))
 
     def _CumSum(self, e):
-        return Val(f"tl.cumsum({self.code(e.a)}, axis=0)", e.shape())
+        return Val(self._cumsum(self.code(e.a), e.shape()), e.shape())
+
+    @staticmethod
+    def _cumsum(x, shape):
+        # Triton 3.6 cannot lower a scan over a BT x 1 tile; for a column, sum under
+        # the inclusive mask instead (BT x BT work, negligible)
+        if shape[1] == "1":
+            return f"tl.sum(tl.where(m_incl, tl.trans({x}), 0.), axis=1, keep_dims=True)"
+        return f"tl.cumsum({x}, axis=0)"
 
     def _LastRow(self, e):
         # padded rows of a partial chunk carry log-gate 0, so row BT-1 is the last real row

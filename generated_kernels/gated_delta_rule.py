@@ -38,7 +38,7 @@ def _intra_kernel(k, v, g, beta, out_Wl, out_U, scale, T,
     b_Alpha_log = tl.load(g + (bos + r_t) * H + i_h, mask=m_r, other=0.).to(tl.float32)[:, None]
     b_Beta = tl.load(beta + (bos + r_t) * H + i_h, mask=m_r, other=0.).to(tl.float32)[:, None]
     # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
-    b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
+    b_Gamma_log = tl.sum(tl.where(m_incl, tl.trans(b_Alpha_log), 0.), axis=1, keep_dims=True)
     b_Gamma = tl.exp(b_Gamma_log)
     # Kl = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{K}_{[t]}
     b_Kl = (b_Gamma * b_K)
@@ -88,7 +88,7 @@ def _scan_kernel(q, k, g, in_Wl, in_U, o, h0, ht, scale, T,
         b_Wl = tl.load(in_Wl + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
         b_U = tl.load(in_U + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.).to(tl.float32)
         # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
-        b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
+        b_Gamma_log = tl.sum(tl.where(m_incl, tl.trans(b_Alpha_log), 0.), axis=1, keep_dims=True)
         b_Gamma = tl.exp(b_Gamma_log)
         # gC = \boldsymbol{\gamma}_{[t]}^{C}
         b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gamma, 0.), axis=0, keep_dims=True))

@@ -14,8 +14,8 @@ from tests.kernel_ref import recurrence, rel_rms
 
 # (B, T, H, K, V): T = 1, T below, at and above the chunk size 64, K != V
 CPU_BUCKETS = [(1, 1, 1, 16, 16), (1, 37, 2, 16, 32), (2, 64, 1, 32, 16), (1, 130, 1, 16, 24)]
-GPU_BUCKETS = [(2, 1000, 4, 128, 128), (1, 4096, 2, 64, 128), (2, 333, 3, 100, 256),
-               (3, 1, 2, 256, 64), (1, 2049, 8, 128, 64), (2, 517, 2, 16, 16)]
+# few distinct (K, V): each compiles its own kernels, and compiles dominate a GPU run
+GPU_BUCKETS = [(2, 1000, 4, 128, 128), (1, 2049, 3, 128, 128), (3, 1, 2, 128, 128), (2, 333, 3, 100, 256)]
 FP32_TOL = 1e-4
 
 
@@ -62,7 +62,7 @@ def test_chunk_size_is_data():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", VARIANTS)
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=4, deadline=None)
 @given(seed=st.integers(0, 2 ** 16), bucket=st.sampled_from(GPU_BUCKETS), h0=st.booleans())
 def test_gpu_fp32_matches_recurrence(name, seed, bucket, h0):
     if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
