@@ -314,7 +314,7 @@ def run_variant(variant, args, device, smoke):
     seed = args.seed + VARIANTS.index(variant)
     rows = [{"variant": name, "base": variant, "fla_kwargs": extra, "notes": []}
             for name, extra in FLA_ROWS[variant]]
-    if smoke and not args.smoke_fla:
+    if (smoke and not args.smoke_fla) or args.no_extra_rows:
         rows = rows[:1]
 
     def note(who, e, tb=False):
@@ -511,6 +511,7 @@ def parse_args(argv=None):
     p.add_argument("--smoke-tol", default="5e-2,1e-3",
                    help="--smoke fails above these rel RMS errors: low-precision,fp32")
     p.add_argument("--debug", action="store_true", help="print tracebacks")
+    p.add_argument("--no-extra-rows", action="store_true", help="only FLA's default configuration per variant")
     args = p.parse_args(argv)
     shape = args.shape or ("1,70,1,16" if args.smoke else "4,4096,16,128")
     args.shape = tuple(int(s) for s in shape.split(","))
