@@ -14,6 +14,6 @@ done
 wait
 for v in $VS; do
     timeout "${TIME_TIMEOUT:-65}" python3 benchmarks/fwd_vs_fla.py --variants "$v" --no-extra-rows \
-        --out "$OUT/$v.md" --json "$OUT/$v.json" > "$OUT/bench_$v.log" 2>&1
-    echo "$v: exit $?"; cat "$OUT/$v.md" 2>/dev/null | tail -1
+        --out "$OUT/$v.md" > "/tmp/bench_$v.log" 2>&1
+    echo "$v: exit $?"; grep -v "^ *%" "/tmp/bench_$v.log" | tail -4
 done
