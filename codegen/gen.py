@@ -9,6 +9,7 @@ import jinja2
 
 from . import emit
 from .plan import load_variant
+from .printer import CodegenError
 from .variants import VARIANTS, Variant
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,7 +40,11 @@ def render_variant(v: Variant, plan=None, env=None) -> str:
         shapes_doc=", ".join(f"{a.name} {_SHAPE_DOC[a.kind]}" for a in v.args),
     )
     src = (env or _env()).get_template("variant.py.j2").render(**ctx)
-    compile(src, f"generated_kernels/{v.name}.py", "exec")   # a template slip fails here, not on import
+    try:   # a template slip fails here, not when the kernels are imported
+        compile(src, f"generated_kernels/{v.name}.py", "exec")
+    except SyntaxError as e:
+        raise CodegenError(f"the templates print invalid Python for generated_kernels/{v.name}.py, "
+                           f"line {e.lineno}: {e.msg}: {(e.text or '').strip()}") from None
     return src
 
 

@@ -207,7 +207,7 @@ class TritonPrinter:
         if not self.inv_ok(e.a):
             self.fail(e, "only diagonal and unit lower triangular (I + strictly lower) inverses "
                          "have a kernel form, and this argument is not provably either")
-        return Val(f"_inv_unit_lower({self.dense(a)}, m_strict, m_eye, BT)", e.shape())
+        return Val(f"_inv_unit_lower({self.dense(a)}, m_strict, m_eye, BT, IPREC)", e.shape())
 
     # ------------------------------------------------------------ products
     def _MatMul(self, e):

@@ -16,17 +16,28 @@ _SHAPES = {"k": "[B, T, H, K]", "v": "[B, T, H, V]", "gate_k": "[B, T, H, K]", "
 
 
 @triton.jit
-def _inv_unit_lower(x, m_strict, m_eye, BT: tl.constexpr):
-    # (I + L)^{-1} for strictly lower L, by forward substitution: row i of the
-    # inverse is e_i - sum_{j<i} L[i, j] (row j of the inverse)
+def _inv_unit_lower(x, m_strict, m_eye, BT: tl.constexpr, IPREC: tl.constexpr):
+    # (I + L)^{-1} for strictly lower L, with BT a multiple of 16.  L = Ld + N with Ld
+    # inside the 16 x 16 diagonal blocks and N below them.  D = I + Ld is inverted by
+    # forward substitution in all blocks at once (step j settles row j of every block);
+    # then (D + N)^{-1} = (I + M)^{-1} D^{-1} with M = D^{-1} N strictly block lower, so
+    # M^(BT/16) = 0 and (I + M)^{-1} = (I - M)(I + M^2)(I + M^4)...  All steps are dots.
     o_t = tl.arange(0, BT)
+    same = (o_t[:, None] // 16) == (o_t[None, :] // 16)
     b_l = tl.where(m_strict, x, 0.)
-    b_y = tl.where(m_eye, 1., 0.)
-    for i in range(1, BT):
-        l_i = tl.sum(tl.where(o_t[:, None] == i, b_l, 0.), axis=0)
-        y_i = tl.sum(l_i[:, None] * b_y, axis=0)
-        b_y = tl.where(o_t[:, None] == i, b_y - y_i[None, :], b_y)
-    return b_y
+    b_ld = tl.where(same, b_l, 0.)
+    b_eye = tl.where(m_eye, 1., 0.)
+    b_y = b_eye
+    for j in tl.static_range(1, 16):
+        sel = ((o_t % 16) == j)[:, None]
+        b_y = tl.where(sel, b_y - tl.dot(tl.where(sel, b_ld, 0.), b_y, input_precision=IPREC), b_y)
+    b_p = -tl.dot(b_y, tl.where(same, 0., b_l), input_precision=IPREC)
+    b_inv = b_eye + b_p
+    for s in tl.static_range(1, 8):
+        if (1 << s) < BT // 16:
+            b_p = tl.dot(b_p, b_p, input_precision=IPREC)
+            b_inv = tl.dot(b_inv, b_eye + b_p, input_precision=IPREC)
+    return tl.dot(b_inv, b_y, input_precision=IPREC)
 
 
 def block_sizes(K, V, chunk_size, bv):
@@ -36,7 +47,9 @@ def block_sizes(K, V, chunk_size, bv):
 
 
 def dot_types(dtype, device):
-    """(DT, CT, PREC): dot operands are rounded to DT and multiplied in CT.
+    """(DT, CT, PREC, IPREC): dot operands are rounded to DT and multiplied in CT;
+    triangular inverses multiply fp32 tiles with IPREC (tf32x3: about fp32 accuracy on
+    tensor cores).
     fp32 inputs get fp32-accurate products (not tf32).  bf16 inputs multiply in
     bf16 with fp32 accumulation.  fp16 inputs multiply in tf32: decayed keys such
     as K / Gamma leave fp16's range after a few steps of strong decay, and tf32 has
@@ -44,10 +57,10 @@ def dot_types(dtype, device):
     tiles (it sees their bit patterns), so on the CPU the bf16-rounded operands are
     multiplied in fp32."""
     if dtype == torch.float32:
-        return tl.float32, tl.float32, "ieee"
+        return tl.float32, tl.float32, "ieee", "ieee"
     if dtype == torch.float16:
-        return tl.float32, tl.float32, "tf32"
-    return tl.bfloat16, (tl.float32 if device.type == "cpu" else tl.bfloat16), "tf32"
+        return tl.float32, tl.float32, "tf32", "tf32x3"
+    return tl.bfloat16, (tl.float32 if device.type == "cpu" else tl.bfloat16), "tf32", "tf32x3"
 
 
 def _fail(func, msg):

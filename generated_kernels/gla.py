@@ -15,11 +15,12 @@ TILING = {'BT': 64, 'BV': 64, 'scan_warps': 4, 'scan_stages': 2, 'prep_warps': 4
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'))
 
 
-@triton.jit
+# T and the two flags are runtime values: fewer specialisations, fewer compiles
+@triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
 def _scan_kernel(q, k, v, g, o, h0, ht, scale, T,
                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                 USE_H0: tl.constexpr, STORE_HT: tl.constexpr):
+                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr, IPREC: tl.constexpr,
+                 use_h0, store_ht):
     # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -35,7 +36,7 @@ def _scan_kernel(q, k, v, g, o, h0, ht, scale, T,
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_s = i_bh.to(tl.int64) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.zeros([BV, BK], dtype=tl.float32)
-    if USE_H0:
+    if use_h0 != 0:
         b_s += tl.load(h0 + p_s, mask=m_s, other=0.)
     for i_t in range(0, tl.cdiv(T, BT)):
         r_t = i_t * BT + o_t
@@ -60,7 +61,7 @@ def _scan_kernel(q, k, v, g, o, h0, ht, scale, T,
 
         tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
         b_s = b_S
-    if STORE_HT:
+    if store_ht != 0:
         tl.store(ht + p_s, b_s, mask=m_s)
 
 
@@ -68,13 +69,13 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=TI
     B, T, H, K = q.shape
     V = v.shape[-1]
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size, TILING["BV"])
-    DT, CT, PREC = dot_types(q.dtype, q.device)
+    DT, CT, PREC, IPREC = dot_types(q.dtype, q.device)
     o = torch.empty_like(v)
     ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
     h0 = initial_state if initial_state is not None else o
     _scan_kernel[(triton.cdiv(V, BV), B * H)](q, k, v, g, o, h0, ht, scale, T,
-                                             H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, DT=DT, CT=CT, PREC=PREC,
-                                             USE_H0=initial_state is not None, STORE_HT=output_final_state,
+                                             H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, DT=DT, CT=CT, PREC=PREC, IPREC=IPREC,
+                                             use_h0=int(initial_state is not None), store_ht=int(output_final_state),
                                              num_warps=TILING["scan_warps"], num_stages=TILING["scan_stages"])
     return o, (ht if output_final_state else None)
 
