@@ -43,7 +43,8 @@ def _layout(shape) -> str:
     return {"Dk": "k", "Dv": "v", "1": "head"}[cols]
 
 
-def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: str) -> Stage:
+def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: str,
+           state_in_memory=False) -> Stage:
     v = plan.variant
     dmap = dict(plan.defs)
     used = set()
@@ -62,11 +63,12 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
         a = args[t]
         log = a.kind.startswith("gate")
         st.loads.append(Load(t, a.name, _layout(shapes[t]), log, scaled=(a.name == "q")))
-        env[t] = Val(None, shapes[t], log=f"b_{t}_log") if log else Val(f"b_{t}", shapes[t])
+        env[t] = Val(None, shapes[t], log=f"b_{t}_log") if log else \
+            Val(f"b_{t}", shapes[t], raw=(a.name != "q"))      # q is scaled on load
     if "S_prev" in used:
-        env["S_prev"] = Val("b_s", ("Dv", "Dk"))
+        env["S_prev"] = Val("b_s", ("Dv", "Dk"), raw=state_in_memory)
     for r in reads:
-        env[r] = Val(f"b_{r}", dmap[r].shape())
+        env[r] = Val(f"b_{r}", dmap[r].shape(), raw=True)
     pr = TritonPrinter(env, lambda e: planmod.unit_lower(e, dmap, plan.diagonal), where)
     for n in names:
         e = dmap[n]
@@ -81,20 +83,27 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
             env[n] = Val(f"b_{n}", val.shape, diag=True)
         else:
             st.lines.append(Line(cmt, f"b_{n}", val.code))
-            env[n] = Val(f"b_{n}", val.shape)
+            env[n] = Val(f"b_{n}", val.shape, raw=val.raw)
     for n, e, c in finals:
         st.lines.append(Line(f"{n} = {to_latex(e)}   [claim {c.id}, {c.citation}]", f"b_{n}", pr.code(e)))
     return st
 
 
 def stages(plan: Plan):
+    """(intra, fused scan, split state scan, split output): intra is None when no
+    definition needs it."""
     dmap = dict(plan.defs)
     intra = None
     if plan.intra:
         intra = _stage(plan, plan.intra, [], [], f"{plan.variant.name} intra kernel")
         intra.writes = list(plan.boundary)
     prog = plan.program
-    finals = [(prog.output, dmap[prog.output], plan.claims["O"]),
-              (prog.state, dmap[prog.state], plan.claims["S"])]
-    scan = _stage(plan, plan.scan, finals, plan.boundary, f"{plan.variant.name} scan kernel")
-    return intra, scan
+    o_final = (prog.output, dmap[prog.output], plan.claims["O"])
+    s_final = (prog.state, dmap[prog.state], plan.claims["S"])
+    name = plan.variant.name
+    scan = _stage(plan, plan.scan, [o_final, s_final], plan.boundary, f"{name} scan kernel")
+    s_defs, s_reads = plan.split["state"]
+    o_defs, o_reads = plan.split["out"]
+    state = _stage(plan, s_defs, [s_final], s_reads, f"{name} state kernel")
+    out = _stage(plan, o_defs, [o_final], o_reads, f"{name} output kernel", state_in_memory=True)
+    return intra, scan, state, out

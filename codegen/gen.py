@@ -29,10 +29,10 @@ def _layout(shape) -> str:
 
 def render_variant(v: Variant, plan=None, env=None) -> str:
     plan = plan or load_variant(v)
-    intra, scan = emit.stages(plan)
+    intra, scan, state, out = emit.stages(plan)
     dmap = dict(plan.defs)
     ctx = dict(
-        v=v, plan=plan, intra=intra, scan=scan,
+        v=v, plan=plan, intra=intra, scan=scan, state_stage=state, out_stage=out,
         layout={n: _layout(dmap[n].shape()) for n in plan.boundary},
         out=plan.program.output, state=plan.program.state,
         arg_names=[a.name for a in v.args],

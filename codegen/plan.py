@@ -56,6 +56,8 @@ class Plan:
     boundary: List[str] = field(default_factory=list)
     scan: List[str] = field(default_factory=list)
     diagonal: Set[str] = field(default_factory=set)
+    # the split schedule: 'state' and 'out' -> (definitions computed, boundary tiles read)
+    split: Dict[str, Tuple[List[str], List[str]]] = field(default_factory=dict)
 
     def expr(self, name) -> ir.Expr:
         return dict(self.defs)[name]
@@ -163,16 +165,26 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
                                f"the intra stage cannot compute it")
         if not stateful and (_needs_dense_inverse(e, plan.diagonal) or var_names(e) & heavy):
             heavy.add(n)
-    scan_needed: Set[str] = set()
+    def reach(exprs) -> Set[str]:
+        """Definitions a stage computing ``exprs`` reads: recursively, stopping at
+        heavy ones (those are read from memory)."""
+        seen: Set[str] = set()
 
-    def need_scan(e):
-        for n in var_names(e):
-            if n in dmap and n not in scan_needed:
-                scan_needed.add(n)
-                if n not in heavy:
-                    need_scan(dmap[n])
-    for e in final.values():
-        need_scan(e)
+        def walk(e):
+            for n in var_names(e):
+                if n in dmap and n not in seen:
+                    seen.add(n)
+                    if n not in heavy:
+                        walk(dmap[n])
+        for e in exprs:
+            walk(e)
+        return seen
+    scan_needed = reach(final.values())
+    order = [n for n, _ in defs]
+    for key, name in (("state", prog.state), ("out", prog.output)):
+        got = reach([final[name]])
+        plan.split[key] = ([n for n in order if n in got and n not in heavy],
+                           [n for n in order if n in got and n in heavy])
     plan.boundary = [n for n, _ in defs if n in heavy and n in scan_needed]
     for n in plan.boundary:
         rows, cols = dmap[n].shape()

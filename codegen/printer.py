@@ -30,6 +30,7 @@ class Val:
     shape: tuple                  # symbolic (rows, cols) of the value itself
     diag: bool = False
     log: Optional[str] = None     # log of the value, when it is a positive gate product
+    raw: bool = False             # exactly a tile read from memory (an input or a boundary tile)
 
     def dense(self) -> str:
         if self.log is not None and self.code is None:
@@ -161,7 +162,7 @@ class TritonPrinter:
             return a
         if a.code is None:
             return Val(None, e.shape(), log=_t(a.log))
-        return Val(_t(a.code), e.shape())
+        return Val(_t(a.code), e.shape(), raw=a.raw)
 
     def _DiagM(self, e):
         a = self.p(e.a)
@@ -171,7 +172,7 @@ class TritonPrinter:
         a = self.p(e.a)
         if e.kind not in MASKS:
             self.fail(e, f"mask kind {e.kind}")
-        return Val(f"tl.where({MASKS[e.kind]}, {self.dense(a)}, 0.)", e.shape())
+        return Val(f"tl.where({MASKS[e.kind]}, {self.dense(a)}, 0.)", e.shape(), raw=a.raw)
 
     def _CumProd(self, e):
         a = self.p(e.a)
@@ -229,4 +230,8 @@ class TritonPrinter:
             return Val(f"tl.sum({ac} * {_t(bc)}, axis=1, keep_dims=True)", shape)
         if shape[0] == "1":                    # row times matrix
             return Val(f"tl.sum({_t(ac)} * {bc}, axis=0, keep_dims=True)", shape)
-        return Val(f"tl.dot({ac}.to(DT).to(CT), {bc}.to(DT).to(CT), input_precision=PREC)", shape)
+        if a.raw or b.raw:
+            # a tile read from memory is exact in the input dtype: multiply in it
+            return Val(f"tl.dot({ac}.to(DT).to(CT), {bc}.to(DT).to(CT), input_precision=PREC)", shape)
+        # two computed tiles: the host picks their product type (see dot_types)
+        return Val(f"tl.dot({ac}.to(DT2).to(CT2), {bc}.to(DT2).to(CT2), input_precision=PREC2)", shape)

@@ -33,7 +33,12 @@ class Variant:
 
 
 _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
-_TILING = {"BT": 64, "BV": 64, "scan_warps": 4, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1}
+# computed_dots: the type of products of two computed tiles for bf16 inputs (see
+# generated_kernels/_runtime.py dot_types).  schedule: 'fused' (one sequential kernel
+# computes states and outputs) or 'split' (the sequential kernel writes every chunk's
+# S_[t-1]^C, a parallel kernel computes the outputs).  Benchmarks may flip both at run time.
+_TILING = {"BT": 64, "BV": 64, "scan_warps": 4, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1,
+           "out_warps": 4, "out_stages": 2, "computed_dots": "tf32", "schedule": "fused"}
 
 VARIANTS: List[Variant] = [
     Variant("gla", "chunk_gla", "gla", "gla_chunk", "gla.O", "gla.S_C",

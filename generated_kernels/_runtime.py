@@ -46,21 +46,32 @@ def block_sizes(K, V, chunk_size, bv):
     return chunk_size, bk, bv_full, min(bv, bv_full)
 
 
-def dot_types(dtype, device):
-    """(DT, CT, PREC, IPREC): dot operands are rounded to DT and multiplied in CT;
-    triangular inverses multiply fp32 tiles with IPREC (tf32x3: about fp32 accuracy on
-    tensor cores).
-    fp32 inputs get fp32-accurate products (not tf32).  bf16 inputs multiply in
-    bf16 with fp32 accumulation.  fp16 inputs multiply in tf32: decayed keys such
-    as K / Gamma leave fp16's range after a few steps of strong decay, and tf32 has
-    fp16's mantissa with fp32's range.  Triton's interpreter cannot multiply bf16
-    tiles (it sees their bit patterns), so on the CPU the bf16-rounded operands are
-    multiplied in fp32."""
+def dot_types(dtype, device, computed_dots="tf32"):
+    """The product types, as kernel constexprs.  A product with a tile read from memory
+    rounds both operands to DT and multiplies in CT with PREC; a product of two computed
+    tiles uses DT2/CT2/PREC2; triangular inverses multiply fp32 tiles with IPREC.
+
+    - fp32 inputs: everything fp32-accurate ("ieee"), never tf32.
+    - bf16 inputs: products with an input tile in bf16 (the input is exact in it); two
+      computed tiles in tf32 (10 mantissa bits against bf16's 7) when computed_dots is
+      "tf32", or rounded to bf16 like the rest when it is "input"; inverses in tf32x3.
+    - fp16 inputs: tf32 throughout (decayed keys such as K / Gamma leave fp16's range
+      after a few steps of strong decay; tf32 has fp16's mantissa and fp32's range).
+    Triton's interpreter cannot multiply bf16 tiles (it sees their bit patterns), so on
+    the CPU bf16-rounded operands are multiplied in fp32."""
+    f32 = tl.float32
     if dtype == torch.float32:
-        return tl.float32, tl.float32, "ieee", "ieee"
-    if dtype == torch.float16:
-        return tl.float32, tl.float32, "tf32", "tf32x3"
-    return tl.bfloat16, (tl.float32 if device.type == "cpu" else tl.bfloat16), "tf32", "tf32x3"
+        t = dict(DT=f32, CT=f32, PREC="ieee", DT2=f32, CT2=f32, PREC2="ieee", IPREC="ieee")
+    elif dtype == torch.float16:
+        t = dict(DT=f32, CT=f32, PREC="tf32", DT2=f32, CT2=f32, PREC2="tf32", IPREC="tf32x3")
+    else:
+        ct = f32 if device.type == "cpu" else tl.bfloat16
+        t = dict(DT=tl.bfloat16, CT=ct, PREC="tf32", DT2=tl.bfloat16, CT2=ct, PREC2="tf32", IPREC="tf32x3")
+        if computed_dots == "tf32":
+            t.update(DT2=f32, CT2=f32)
+        elif computed_dots != "input":
+            raise ValueError(f"computed_dots must be 'tf32' or 'input', got {computed_dots!r}")
+    return t
 
 
 def _fail(func, msg):

@@ -11,14 +11,15 @@ import triton.language as tl
 
 from ._runtime import _inv_unit_lower, block_sizes, check_args, dot_types, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 4, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 4, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'schedule': 'fused'}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate_k'))
 
 
 @triton.jit(do_not_specialize=["T"])
 def _intra_kernel(k, v, gk, a, b, out_W, out_C, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr, IPREC: tl.constexpr):
+                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -48,13 +49,13 @@ def _intra_kernel(k, v, gk, a, b, out_W, out_C, scale, T,
     # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
     b_Bl = (-(b_A * tl.exp((b_Gamma_log - b_Alpha_log))))
     # F = \mathbf{I} + \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_F = (tl.where(m_eye, 1.0, 0.) + tl.where(m_strict, tl.dot(b_Bl.to(DT).to(CT), tl.trans(b_Ar).to(DT).to(CT), input_precision=PREC), 0.))
+    b_F = (tl.where(m_eye, 1.0, 0.) + tl.where(m_strict, tl.dot(b_Bl.to(DT2).to(CT2), tl.trans(b_Ar).to(DT2).to(CT2), input_precision=PREC2), 0.))
     # E = \left(\mathbf{F}_{[t]}\right)^{-1}
     b_E = _inv_unit_lower(b_F, m_strict, m_eye, BT, IPREC)
     # W = \mathbf{E}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}
-    b_W = tl.dot(b_E.to(DT).to(CT), b_Bl.to(DT).to(CT), input_precision=PREC)
+    b_W = tl.dot(b_E.to(DT2).to(CT2), b_Bl.to(DT2).to(CT2), input_precision=PREC2)
     # C = -\mathbf{E}_{[t]} \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right) \mathbf{V}_{[t]}
-    b_C = (-tl.dot(tl.dot(b_E.to(DT).to(CT), tl.where(m_strict, tl.dot(b_Bl.to(DT).to(CT), tl.trans(b_Kr).to(DT).to(CT), input_precision=PREC), 0.).to(DT).to(CT), input_precision=PREC).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
+    b_C = (-tl.dot(tl.dot(b_E.to(DT2).to(CT2), tl.where(m_strict, tl.dot(b_Bl.to(DT2).to(CT2), tl.trans(b_Kr).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), input_precision=PREC2).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
 
     tl.store(out_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_C + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_C.to(out_C.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
@@ -64,8 +65,8 @@ def _intra_kernel(k, v, gk, a, b, out_W, out_C, scale, T,
 @triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
 def _scan_kernel(q, k, v, gk, b, in_W, in_C, o, h0, ht, scale, T,
                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr, IPREC: tl.constexpr,
-                 use_h0, store_ht):
+                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, use_h0, store_ht):
     # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -109,9 +110,9 @@ def _scan_kernel(q, k, v, gk, b, in_W, in_C, o, h0, ht, scale, T,
         # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
         b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
         # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],1} + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],2}   [claim dplr.fla.O, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 916, row 5]
-        b_O = ((tl.dot(b_Ql.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT).to(CT), tl.trans(b_Kr).to(DT).to(CT), input_precision=PREC), 0.).to(DT).to(CT), b_V1.to(DT).to(CT), input_precision=PREC)) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT).to(CT), tl.trans(b_Ar).to(DT).to(CT), input_precision=PREC), 0.).to(DT).to(CT), b_V2.to(DT).to(CT), input_precision=PREC))
+        b_O = ((tl.dot(b_Ql.to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT2).to(CT2), tl.trans(b_Kr).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT).to(CT), b_V1.to(DT).to(CT), input_precision=PREC)) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT2).to(CT2), tl.trans(b_Ar).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
         # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],1}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],2}^\top \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim dplr.fla.S, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 902, row 4]
-        b_S = (((b_s * tl.trans(b_gC)) + (tl.dot(tl.trans(b_V1).to(DT).to(CT), b_Kr.to(DT).to(CT), input_precision=PREC) * tl.trans(b_gC))) + (tl.dot(tl.trans(b_V2).to(DT).to(CT), b_Ar.to(DT).to(CT), input_precision=PREC) * tl.trans(b_gC)))
+        b_S = (((b_s * tl.trans(b_gC)) + (tl.dot(tl.trans(b_V1).to(DT).to(CT), b_Kr.to(DT).to(CT), input_precision=PREC) * tl.trans(b_gC))) + (tl.dot(tl.trans(b_V2).to(DT2).to(CT2), b_Ar.to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_gC)))
 
         tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
         b_s = b_S
@@ -119,23 +120,138 @@ def _scan_kernel(q, k, v, gk, b, in_W, in_C, o, h0, ht, scale, T,
         tl.store(ht + p_s, b_s, mask=m_s)
 
 
+# the split schedule: the scan carries only the state and writes S_[t-1]^C of every chunk
+# to h; the outputs are then computed for all chunks in parallel
+@triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
+def _state_kernel(k, v, gk, b, in_W, in_C, h, h0, ht, scale, T,
+                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, use_h0, store_ht):
+    i_v, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    m_last = (o_t == BT - 1)[:, None]
+    NT = tl.cdiv(T, BT)
+    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
+    p_s = o_k[None, :] * V + o_v[:, None]
+    b_s = tl.zeros([BV, BK], dtype=tl.float32)
+    if use_h0 != 0:
+        b_s += tl.load(h0 + i_bh.to(tl.int64) * K * V + p_s, mask=m_s, other=0.)
+    for i_t in range(0, NT):
+        r_t = i_t * BT + o_t
+        m_r = r_t < T
+        tl.store(h + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_s.to(h.dtype.element_ty), mask=m_s)
+        b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+        b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.).to(tl.float32)
+        b_Alpha_log = tl.load(gk + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+        b_B = tl.load(b + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+        b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+        b_C = tl.load(in_C + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.).to(tl.float32)
+        # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
+        b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
+        b_Gamma = tl.exp(b_Gamma_log)
+        # gC = \mathbf{\Gamma}_{[t]}^{C}
+        b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gamma, 0.), axis=0, keep_dims=True))
+        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}
+        b_Kr = (b_K * tl.exp(-b_Gamma_log))
+        # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}
+        b_Ar = (b_B * tl.exp(-b_Gamma_log))
+        # V1 = \mathbf{V}_{[t]}
+        b_V1 = b_V
+        # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
+        b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
+        # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],1}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],2}^\top \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim dplr.fla.S, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 902, row 4]
+        b_S = (((b_s * tl.trans(b_gC)) + (tl.dot(tl.trans(b_V1).to(DT).to(CT), b_Kr.to(DT).to(CT), input_precision=PREC) * tl.trans(b_gC))) + (tl.dot(tl.trans(b_V2).to(DT2).to(CT2), b_Ar.to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_gC)))
+
+        b_s = b_S
+    if store_ht != 0:
+        tl.store(ht + i_bh.to(tl.int64) * K * V + p_s, b_s, mask=m_s)
+
+
+@triton.jit(do_not_specialize=["T"])
+def _out_kernel(q, k, v, gk, b, in_W, in_C, h, o, scale, T,
+                H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr):
+    # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
+    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    m_last = (o_t == BT - 1)[:, None]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
+    b_s = tl.load(h + ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
+                  mask=m_s, other=0.).to(tl.float32)
+    b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.).to(tl.float32)
+    b_Alpha_log = tl.load(gk + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_B = tl.load(b + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_C = tl.load(in_C + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.).to(tl.float32)
+    # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
+    b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
+    b_Gamma = tl.exp(b_Gamma_log)
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}
+    b_Ql = (b_Q * b_Gamma)
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}
+    b_Kr = (b_K * tl.exp(-b_Gamma_log))
+    # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}
+    b_Ar = (b_B * tl.exp(-b_Gamma_log))
+    # V1 = \mathbf{V}_{[t]}
+    b_V1 = b_V
+    # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
+    b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
+    # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],1} + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],2}   [claim dplr.fla.O, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 916, row 5]
+    b_O = ((tl.dot(b_Ql.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT2).to(CT2), tl.trans(b_Kr).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT).to(CT), b_V1.to(DT).to(CT), input_precision=PREC)) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT2).to(CT2), tl.trans(b_Ar).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
+
+    tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+
+
 def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_size=TILING["BT"]):
     B, T, H, K = q.shape
     V = v.shape[-1]
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size, TILING["BV"])
-    DT, CT, PREC, IPREC = dot_types(q.dtype, q.device)
+    types = dot_types(q.dtype, q.device, TILING["computed_dots"])
     o = torch.empty_like(v)
     ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
     h0 = initial_state if initial_state is not None else o
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
     _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, W, C, scale, T,
-                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, DT=DT, CT=CT, PREC=PREC, IPREC=IPREC,
+                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
                                               num_warps=TILING["prep_warps"], num_stages=TILING["prep_stages"])
-    _scan_kernel[(triton.cdiv(V, BV), B * H)](q, k, v, gk, b, W, C, o, h0, ht, scale, T,
-                                             H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, DT=DT, CT=CT, PREC=PREC, IPREC=IPREC,
-                                             use_h0=int(initial_state is not None), store_ht=int(output_final_state),
-                                             num_warps=TILING["scan_warps"], num_stages=TILING["scan_stages"])
+    flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
+    if TILING["schedule"] == "fused":
+        _scan_kernel[(triton.cdiv(V, BV), B * H)](q, k, v, gk, b, W, C, o, h0, ht, scale, T,
+                                                 H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
+                                                 num_warps=TILING["scan_warps"], num_stages=TILING["scan_stages"])
+    elif TILING["schedule"] == "split":
+        NT = triton.cdiv(T, BT)
+        h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
+        _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, gk, b, W, C, h, h0, ht, scale, T,
+                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
+                                                  num_warps=TILING["scan_warps"], num_stages=TILING["scan_stages"])
+        _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, v, gk, b, W, C, h, o, scale, T,
+                                                    H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                                    num_warps=TILING["out_warps"], num_stages=TILING["out_stages"])
+    else:
+        raise ValueError(f"TILING['schedule'] must be 'fused' or 'split', got {TILING['schedule']!r}")
     return o, (ht if output_final_state else None)
 
 

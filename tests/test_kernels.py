@@ -2,6 +2,8 @@
 
 CPU: Triton's interpreter at small shapes (TRITON_INTERPRET=1, set in conftest.py).
 GPU (`pytest -m gpu`): the same properties at real shapes on CUDA."""
+import contextlib
+import importlib
 import os
 
 import pytest
@@ -17,11 +19,24 @@ CPU_BUCKETS = [(1, 1, 1, 16, 16), (1, 37, 2, 16, 32), (2, 64, 1, 32, 16), (1, 13
 # few distinct (K, V): each compiles its own kernels, and compiles dominate a GPU run
 GPU_BUCKETS = [(2, 1000, 4, 128, 128), (1, 2049, 3, 128, 128), (3, 1, 2, 128, 128), (2, 333, 3, 100, 256)]
 FP32_TOL = 1e-4
+SCHEDULES = ["fused", "split"]
 
 
-def _run(name, bucket, seed, h0, dtype, device):
+@contextlib.contextmanager
+def schedule(name, which):
+    """Run the variant's kernels under the given schedule ('fused' or 'split')."""
+    mod = importlib.import_module(f"generated_kernels.{name}")
+    old = mod.TILING["schedule"]
+    mod.TILING["schedule"] = which
+    try:
+        yield
+    finally:
+        mod.TILING["schedule"] = old
+
+
+def _run(name, bucket, seed, h0, dtype, device, sched="fused"):
     args, ref, state = make_inputs(name, *bucket, seed=seed, dtype=dtype, device=device, h0=h0)
-    with torch.no_grad():
+    with torch.no_grad(), schedule(name, sched):
         o, ht = FUNCS[name](*args, initial_state=state, output_final_state=True)
     ro, rh = recurrence(name, initial_state=state, **ref)
     assert o.shape == ro.shape and o.dtype == args[0].dtype
@@ -30,18 +45,21 @@ def _run(name, bucket, seed, h0, dtype, device):
 
 
 @pytest.mark.parametrize("name", VARIANTS)
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2 ** 16), bucket=st.sampled_from(CPU_BUCKETS), h0=st.booleans())
-def test_interpreter_fp32_matches_recurrence(name, seed, bucket, h0):
-    eo, eh = _run(name, bucket, seed, h0, torch.float32, "cpu")
-    assert eo <= FP32_TOL and eh <= FP32_TOL, f"{name} {bucket} seed={seed} h0={h0}: o {eo:.2e}, state {eh:.2e}"
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2 ** 16), bucket=st.sampled_from(CPU_BUCKETS), h0=st.booleans(),
+       sched=st.sampled_from(SCHEDULES))
+def test_interpreter_fp32_matches_recurrence(name, seed, bucket, h0, sched):
+    eo, eh = _run(name, bucket, seed, h0, torch.float32, "cpu", sched)
+    assert eo <= FP32_TOL and eh <= FP32_TOL, \
+        f"{name} {bucket} seed={seed} h0={h0} {sched}: o {eo:.2e}, state {eh:.2e}"
 
 
 @pytest.mark.parametrize("name", VARIANTS)
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_interpreter_16bit_runs_close(name, dtype):
+@pytest.mark.parametrize("dtype, sched", [(torch.bfloat16, "fused"), (torch.bfloat16, "split"),
+                                          (torch.float16, "fused")])
+def test_interpreter_16bit_runs_close(name, dtype, sched):
     # a loose bound against gross errors; the comparison with FLA's bf16 error is a benchmark
-    eo, eh = _run(name, (1, 70, 1, 16, 32), 3, True, dtype, "cpu")
+    eo, eh = _run(name, (1, 70, 1, 16, 32), 3, True, dtype, "cpu", sched)
     assert eo <= 5e-2 and eh <= 5e-2, f"{name} {dtype}: o {eo:.2e}, state {eh:.2e}"
 
 
@@ -63,12 +81,14 @@ def test_chunk_size_is_data():
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", VARIANTS)
 @settings(max_examples=4, deadline=None)
-@given(seed=st.integers(0, 2 ** 16), bucket=st.sampled_from(GPU_BUCKETS), h0=st.booleans())
-def test_gpu_fp32_matches_recurrence(name, seed, bucket, h0):
+@given(seed=st.integers(0, 2 ** 16), bucket=st.sampled_from(GPU_BUCKETS), h0=st.booleans(),
+       sched=st.sampled_from(SCHEDULES))
+def test_gpu_fp32_matches_recurrence(name, seed, bucket, h0, sched):
     if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
         pytest.fail("pytest -m gpu needs CUDA and TRITON_INTERPRET unset")
-    eo, eh = _run(name, bucket, seed, h0, torch.float32, "cuda")
-    assert eo <= FP32_TOL and eh <= FP32_TOL, f"{name} {bucket} seed={seed} h0={h0}: o {eo:.2e}, state {eh:.2e}"
+    eo, eh = _run(name, bucket, seed, h0, torch.float32, "cuda", sched)
+    assert eo <= FP32_TOL and eh <= FP32_TOL, \
+        f"{name} {bucket} seed={seed} h0={h0} {sched}: o {eo:.2e}, state {eh:.2e}"
 
 
 @pytest.mark.gpu
@@ -77,3 +97,11 @@ def test_gpu_fp32_matches_recurrence(name, seed, bucket, h0):
 def test_gpu_16bit_close(name, dtype):
     eo, eh = _run(name, (2, 1000, 4, 128, 128), 11, True, dtype, "cuda")
     assert eo <= 5e-2 and eh <= 5e-2, f"{name} {dtype}: o {eo:.2e}, state {eh:.2e}"
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_split_schedule_agrees_with_fused(name):
+    # the two schedules print the same claims into different kernels; both must match the oracle
+    errs = {s: _run(name, (2, 130, 1, 16, 24), 7, True, torch.float32, "cpu", s) for s in SCHEDULES}
+    for s, (eo, eh) in errs.items():
+        assert eo <= FP32_TOL and eh <= FP32_TOL, f"{name} {s}: o {eo:.2e}, state {eh:.2e}"
