@@ -3,6 +3,7 @@
 Templates own the skeleton; every math line comes from here, printed from the IR."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List
 
@@ -78,6 +79,14 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
             st.lines.append(Line(cmt, f"b_{n}_log", val.log))
             st.lines.append(Line("", f"b_{n}", f"tl.exp(b_{n}_log)"))
             env[n] = Val(f"b_{n}", val.shape, diag=val.diag, log=f"b_{n}_log")
+        elif val.fac is not None:
+            code = val.code
+            if not re.fullmatch(r"b_\w+", code):
+                st.lines.append(Line(cmt + "  (a tile times a gate factor: the tile)", f"b_{n}_c", code))
+                code, cmt = f"b_{n}_c", ""
+            st.lines.append(Line(cmt + ("  (its gate factor, in log space)" if cmt else ""), f"b_{n}_f", val.fac))
+            env[n] = Val(code, val.shape, fac=f"b_{n}_f", facshape=val.facshape,
+                         raw=val.raw and code == val.code)
         elif val.diag:
             st.lines.append(Line(cmt + "  (kept as its diagonal)", f"b_{n}", pr.dense_vec(val)))
             env[n] = Val(f"b_{n}", val.shape, diag=True)

@@ -2,7 +2,7 @@
 
 Every IR value becomes a 2-D Triton tensor whose sizes follow the symbolic shape
 (C -> BT, Dk -> BK, Dv -> BV, 1 -> 1), so the IR's shape rules become Triton's
-broadcasting rules.  Two facts are tracked beside the code, because printing them
+broadcasting rules.  Three facts are tracked beside the code, because printing them
 literally would be slow or would overflow:
 
 - ``diag``: the value is Diag(v); the code is the column v.  Products with a
@@ -10,6 +10,12 @@ literally would be slow or would overflow:
 - ``log``: the value is positive and known in log space (gates, their cumulative
   products and ratios).  Products and quotients of such values add and subtract
   logs, so K / Gamma prints as k * exp(-cumsum(g)) and Gamma / alpha as one exp.
+- ``fac``: the value is a tile times a gate factor kept in log space (K / Gamma is
+  k with factor -cumsum(g)).  Factors of the two operands of a product are
+  rebalanced around the chunk's middle row, and a trailing Diag(gamma^C) is moved
+  onto the factor, so exp(G_i - G_j) and exp(gamma^C - G_j) are formed without
+  the overflowing exp(-G_j).  These are identities of the algebra (associativity,
+  distributivity, exp(a)exp(b) = exp(a+b)); what is printed equals what was verified.
 """
 from __future__ import annotations
 
@@ -26,16 +32,24 @@ class CodegenError(Exception):
 
 @dataclass(frozen=True)
 class Val:
-    code: str                     # Triton expression; for diag values, the column v
+    code: Optional[str]           # Triton expression; for diag values, the column v
     shape: tuple                  # symbolic (rows, cols) of the value itself
     diag: bool = False
     log: Optional[str] = None     # log of the value, when it is a positive gate product
-    raw: bool = False             # exactly a tile read from memory (an input or a boundary tile)
+    raw: bool = False             # the tile (code) is exactly one read from memory
+    fac: Optional[str] = None     # the value is code * exp(fac): a tile times a gate factor
+    facshape: tuple = ()          # symbolic shape of fac (broadcasts against shape)
 
     def dense(self) -> str:
-        if self.log is not None and self.code is None:
+        if self.code is None:
             return f"tl.exp({self.log})"
+        if self.fac is not None:
+            return f"({self.code} * tl.exp({self.fac}))"
         return self.code
+
+
+def _bcast(a: tuple, b: tuple) -> tuple:
+    return tuple(y if x == "1" else x for x, y in zip(a, b))
 
 
 DIMS = {"C": "BT", "Dk": "BK", "Dv": "BV", "1": "1"}
@@ -84,7 +98,16 @@ class TritonPrinter:
 
     @staticmethod
     def dense_vec(v: Val) -> str:
-        return f"tl.exp({v.log})" if v.log is not None and v.code is None else v.code
+        return f"tl.exp({v.log})" if v.code is None else v.code
+
+    def factor(self, x: Val, log: str, logshape: tuple, shape: tuple) -> Val:
+        """x * exp(log), keeping the factor in log space."""
+        if x.log is not None:
+            return Val(None, shape, log=f"({x.log} + {log})")
+        if x.fac is not None:
+            return Val(x.code, shape, fac=f"({x.fac} + {log})", facshape=_bcast(x.facshape, logshape),
+                       raw=x.raw)
+        return Val(self.dense(x), shape, fac=log, facshape=logshape, raw=x.raw)
 
     # ------------------------------------------------------------ leaves
     def _Var(self, e: ir.Var):
@@ -121,30 +144,47 @@ class TritonPrinter:
 
     def _Neg(self, e):
         a = self.p(e.a)
-        return Val(f"(-{self.dense_vec(a) if a.diag else self.dense(a)})", e.shape(), diag=a.diag)
+        if a.diag:
+            return Val(f"(-{self.dense_vec(a)})", e.shape(), diag=True)
+        if a.fac is not None:
+            return Val(f"(-{a.code})", e.shape(), fac=a.fac, facshape=a.facshape)
+        return Val(f"(-{self.dense(a)})", e.shape())
 
     def _Had(self, e):
         a, b = self.p(e.a), self.p(e.b)
         if a.diag or b.diag:
             self.fail(e, "Hadamard product with a diagonal matrix")
-        if a.log is not None and b.log is not None:
-            return Val(None, e.shape(), log=f"({a.log} + {b.log})")
+        if b.log is not None:
+            return self.factor(a, b.log, e.b.shape(), e.shape())
+        if a.log is not None:
+            return self.factor(b, a.log, e.a.shape(), e.shape())
         return Val(f"({self.dense(a)} * {self.dense(b)})", e.shape())
 
     def _HDiv(self, e):
         a, b = self.p(e.a), self.p(e.b)
         if a.diag or b.diag:
             self.fail(e, "Hadamard division with a diagonal matrix")
-        if a.log is not None and b.log is not None:
-            return Val(None, e.shape(), log=f"({a.log} - {b.log})")
         if b.log is not None:
-            return Val(f"({self.dense(a)} * tl.exp(-{b.log}))", e.shape())
+            return self.factor(a, f"(-{b.log})", e.b.shape(), e.shape())
         return Val(f"({self.dense(a)} / {self.dense(b)})", e.shape())
 
     def _Scale(self, e):
-        s, x = self.p(e.a), self.p(e.b)
-        if s.log is not None and x.log is not None:
-            return Val(None, e.shape(), log=f"({s.log} + {x.log})", diag=x.diag)
+        s = self.p(e.a)
+        if s.log is not None:
+            x = e.b
+            # a positive scalar factor is moved onto the tiles of a sum or the right
+            # factor of a product, where it meets that tile's own gate factor
+            if isinstance(x, (ir.Add, ir.Sub)):
+                return self.p(type(x)(ir.Scale(e.a, x.a), ir.Scale(e.a, x.b)))
+            if isinstance(x, ir.MatMul):
+                return self.p(ir.MatMul(x.a, ir.Scale(e.a, x.b)))
+            xv = self.p(x)
+            if xv.diag:
+                if xv.log is not None:
+                    return Val(None, e.shape(), diag=True, log=f"({s.log} + {xv.log})")
+                return Val(f"(tl.exp({s.log}) * {xv.code})", e.shape(), diag=True)
+            return self.factor(xv, s.log, ("1", "1"), e.shape())
+        x = self.p(e.b)
         xs = self.dense_vec(x) if x.diag else self.dense(x)
         return Val(f"({self.dense(s)} * {xs})", e.shape(), diag=x.diag)
 
@@ -162,6 +202,8 @@ class TritonPrinter:
             return a
         if a.code is None:
             return Val(None, e.shape(), log=_t(a.log))
+        if a.fac is not None:
+            return Val(_t(a.code), e.shape(), fac=_t(a.fac), facshape=a.facshape[::-1], raw=a.raw)
         return Val(_t(a.code), e.shape(), raw=a.raw)
 
     def _DiagM(self, e):
@@ -169,10 +211,19 @@ class TritonPrinter:
         return Val(a.code, e.shape(), diag=True, log=a.log)
 
     def _Mask(self, e: ir.Mask):
-        a = self.p(e.a)
         if e.kind not in MASKS:
             self.fail(e, f"mask kind {e.kind}")
-        return Val(f"tl.where({MASKS[e.kind]}, {self.dense(a)}, 0.)", e.shape(), raw=a.raw)
+        if e.kind in ("M", "M-1") and isinstance(e.a, ir.MatMul):
+            x, y = self.p(e.a.a), self.p(e.a.b)
+            if x.fac is not None and y.fac is not None and x.facshape == ("C", "1") \
+                    and y.facshape == ("1", "C") and e.a.a.shape()[1] != "1":
+                # (Diag(exp f) X)(Y Diag(exp h)) on and below the diagonal: a scalar gate
+                # per row, so multiply by exp(f_i + h_j) <= 1 after the product; the
+                # entries above the diagonal, where it can overflow, are discarded
+                xy = self._dot(Val(x.code, x.shape, raw=x.raw), Val(y.code, y.shape, raw=y.raw))
+                return Val(f"tl.where({MASKS[e.kind]}, {xy} * tl.exp({x.fac} + {y.fac}), 0.)", e.shape())
+        a = self.p(e.a)
+        return Val(f"tl.where({MASKS[e.kind]}, {self.dense(a)}, 0.)", e.shape(), raw=a.raw and a.fac is None)
 
     def _CumProd(self, e):
         a = self.p(e.a)
@@ -195,7 +246,7 @@ class TritonPrinter:
         # padded rows of a partial chunk carry log-gate 0, so row BT-1 is the last real row
         a = self.p(e.a)
         pick = "tl.trans(tl.sum(tl.where(m_last, {}, 0.), axis=0, keep_dims=True))"
-        if a.code is None:
+        if a.log is not None:
             return Val(None, e.shape(), log=pick.format(a.log))
         return Val(pick.format(self.dense(a)), e.shape())
 
@@ -212,8 +263,28 @@ class TritonPrinter:
 
     # ------------------------------------------------------------ products
     def _MatMul(self, e):
-        a, b = self.p(e.a), self.p(e.b)
         shape = e.shape()
+        b = self.p(e.b)
+        if b.diag and b.log is not None and not isinstance(e.a, ir.DiagM):
+            x = e.a
+            # X Diag(exp l): distribute over sums and reassociate, so the column factor
+            # reaches the tile that carries a gate factor of its own
+            if isinstance(x, (ir.Add, ir.Sub)):
+                return self.p(type(x)(ir.MatMul(x.a, e.b), ir.MatMul(x.b, e.b)))
+            if isinstance(x, ir.MatMul):
+                return self.p(ir.MatMul(x.a, ir.MatMul(x.b, e.b)))
+            a = self.p(x)
+            if not a.diag:
+                return self.factor(a, _t(b.log), ("1", e.b.shape()[1]), shape)
+        else:
+            a = self.p(e.a)
+        if a.diag and a.log is not None and not b.diag:
+            x = e.b
+            if isinstance(x, (ir.Add, ir.Sub)):
+                return self.p(type(x)(ir.MatMul(e.a, x.a), ir.MatMul(e.a, x.b)))
+            if isinstance(x, ir.MatMul):
+                return self.p(ir.MatMul(ir.MatMul(e.a, x.a), x.b))
+            return self.factor(b, a.log, (e.a.shape()[0], "1"), shape)
         if a.diag and b.diag:
             if a.log is not None and b.log is not None:
                 return Val(None, shape, diag=True, log=f"({a.log} + {b.log})")
@@ -222,16 +293,29 @@ class TritonPrinter:
             return Val(f"({self.dense_vec(a)} * {self.dense(b)})", shape)
         if b.diag:      # X Diag(v) scales the columns of X
             return Val(f"({self.dense(a)} * {_t(self.dense_vec(b))})", shape)
-        ac, bc = self.dense(a), self.dense(b)
         inner = e.a.shape()[1]
+        if a.fac is not None and b.fac is not None and a.facshape[0] == "C" \
+                and b.facshape == (a.facshape[1], "C") and inner != "1":
+            # (x exp(f)) (y exp(h)): shift both factors by the middle row of f, so each
+            # stays within half a chunk's decay; the product is unchanged
+            mid = f"tl.sum(tl.where(m_mid, {a.fac}, 0.), axis=0, keep_dims=True)"
+            ac = f"({a.code} * tl.exp({a.fac} - {mid}))"
+            bc = f"({b.code} * tl.exp({b.fac} + {_t(mid)}))"
+        else:
+            ac, bc = self.dense(a), self.dense(b)
         if inner == "1":                       # outer product
             return Val(f"({ac} * {bc})", shape)
         if shape[1] == "1":                    # matrix times column
             return Val(f"tl.sum({ac} * {_t(bc)}, axis=1, keep_dims=True)", shape)
         if shape[0] == "1":                    # row times matrix
             return Val(f"tl.sum({_t(ac)} * {bc}, axis=0, keep_dims=True)", shape)
+        return Val(self._dot(Val(ac, (), raw=a.raw and a.fac is None), Val(bc, (), raw=b.raw and b.fac is None)),
+                   shape)
+
+    @staticmethod
+    def _dot(a: Val, b: Val) -> str:
         if a.raw or b.raw:
             # a tile read from memory is exact in the input dtype: multiply in it
-            return Val(f"tl.dot({ac}.to(DT).to(CT), {bc}.to(DT).to(CT), input_precision=PREC)", shape)
+            return f"tl.dot({a.code}.to(DT).to(CT), {b.code}.to(DT).to(CT), input_precision=PREC)"
         # two computed tiles: the host picks their product type (see dot_types)
-        return Val(f"tl.dot({ac}.to(DT2).to(CT2), {bc}.to(DT2).to(CT2), input_precision=PREC2)", shape)
+        return f"tl.dot({a.code}.to(DT2).to(CT2), {b.code}.to(DT2).to(CT2), input_precision=PREC2)"

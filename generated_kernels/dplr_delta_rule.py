@@ -32,6 +32,7 @@ def _intra_kernel(k, v, gk, a, b, out_W, out_C, scale, T,
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
     m_last = (o_t == BT - 1)[:, None]
+    m_mid = (o_t == BT // 2)[:, None]
     r_t = i_t * BT + o_t
     m_r = r_t < T
     b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
@@ -42,20 +43,21 @@ def _intra_kernel(k, v, gk, a, b, out_W, out_C, scale, T,
     # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
     b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
     b_Gamma = tl.exp(b_Gamma_log)
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}
-    b_Kr = (b_K * tl.exp(-b_Gamma_log))
-    # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}
-    b_Ar = (b_B * tl.exp(-b_Gamma_log))
-    # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
-    b_Bl = (-(b_A * tl.exp((b_Gamma_log - b_Alpha_log))))
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Ar_f = (-b_Gamma_log)
+    # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)  (a tile times a gate factor: the tile)
+    b_Bl_c = (-b_A)
+    b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
     # F = \mathbf{I} + \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_F = (tl.where(m_eye, 1.0, 0.) + tl.where(m_strict, tl.dot(b_Bl.to(DT2).to(CT2), tl.trans(b_Ar).to(DT2).to(CT2), input_precision=PREC2), 0.))
+    b_F = (tl.where(m_eye, 1.0, 0.) + tl.where(m_strict, tl.dot((b_Bl_c * tl.exp(b_Bl_f - tl.sum(tl.where(m_mid, b_Bl_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_B) * tl.exp(tl.trans(b_Ar_f) + tl.trans(tl.sum(tl.where(m_mid, b_Bl_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.))
     # E = \left(\mathbf{F}_{[t]}\right)^{-1}
     b_E = _inv_unit_lower(b_F, m_strict, m_eye, BT, IPREC)
     # W = \mathbf{E}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}
-    b_W = tl.dot(b_E.to(DT2).to(CT2), b_Bl.to(DT2).to(CT2), input_precision=PREC2)
+    b_W = tl.dot(b_E.to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)
     # C = -\mathbf{E}_{[t]} \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right) \mathbf{V}_{[t]}
-    b_C = (-tl.dot(tl.dot(b_E.to(DT2).to(CT2), tl.where(m_strict, tl.dot(b_Bl.to(DT2).to(CT2), tl.trans(b_Kr).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), input_precision=PREC2).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
+    b_C = (-tl.dot(tl.dot(b_E.to(DT2).to(CT2), tl.where(m_strict, tl.dot((b_Bl_c * tl.exp(b_Bl_f - tl.sum(tl.where(m_mid, b_Bl_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kr_f) + tl.trans(tl.sum(tl.where(m_mid, b_Bl_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), input_precision=PREC2).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
 
     tl.store(out_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_C + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_C.to(out_C.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
@@ -79,6 +81,7 @@ def _scan_kernel(q, k, v, gk, b, in_W, in_C, o, h0, ht, scale, T,
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
     m_last = (o_t == BT - 1)[:, None]
+    m_mid = (o_t == BT // 2)[:, None]
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_s = i_bh.to(tl.int64) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.zeros([BV, BK], dtype=tl.float32)
@@ -98,21 +101,22 @@ def _scan_kernel(q, k, v, gk, b, in_W, in_C, o, h0, ht, scale, T,
         b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
         b_Gamma = tl.exp(b_Gamma_log)
         # gC = \mathbf{\Gamma}_{[t]}^{C}
-        b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gamma, 0.), axis=0, keep_dims=True))
-        # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}
-        b_Ql = (b_Q * b_Gamma)
-        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}
-        b_Kr = (b_K * tl.exp(-b_Gamma_log))
-        # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}
-        b_Ar = (b_B * tl.exp(-b_Gamma_log))
+        b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_gC = tl.exp(b_gC_log)
+        # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+        b_Ql_f = b_Gamma_log
+        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+        b_Kr_f = (-b_Gamma_log)
+        # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+        b_Ar_f = (-b_Gamma_log)
         # V1 = \mathbf{V}_{[t]}
         b_V1 = b_V
         # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
         b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
         # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],1} + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],2}   [claim dplr.fla.O, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 916, row 5]
-        b_O = ((tl.dot(b_Ql.to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT2).to(CT2), tl.trans(b_Kr).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT).to(CT), b_V1.to(DT).to(CT), input_precision=PREC)) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT2).to(CT2), tl.trans(b_Ar).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
+        b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_incl, tl.dot((b_Q * tl.exp(b_Ql_f - tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kr_f) + tl.trans(tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT).to(CT), b_V1.to(DT).to(CT), input_precision=PREC)) + tl.dot(tl.where(m_incl, tl.dot((b_Q * tl.exp(b_Ql_f - tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_B) * tl.exp(tl.trans(b_Ar_f) + tl.trans(tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
         # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],1}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],2}^\top \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim dplr.fla.S, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 902, row 4]
-        b_S = (((b_s * tl.trans(b_gC)) + (tl.dot(tl.trans(b_V1).to(DT).to(CT), b_Kr.to(DT).to(CT), input_precision=PREC) * tl.trans(b_gC))) + (tl.dot(tl.trans(b_V2).to(DT2).to(CT2), b_Ar.to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_gC)))
+        b_S = (((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_V1).to(DT).to(CT), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT).to(CT), input_precision=PREC)) + tl.dot(tl.trans(b_V2).to(DT2).to(CT2), (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
 
         tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
         b_s = b_S
@@ -138,6 +142,7 @@ def _state_kernel(k, v, gk, b, in_W, in_C, h, h0, ht, scale, T,
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
     m_last = (o_t == BT - 1)[:, None]
+    m_mid = (o_t == BT // 2)[:, None]
     NT = tl.cdiv(T, BT)
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_s = o_k[None, :] * V + o_v[:, None]
@@ -158,17 +163,18 @@ def _state_kernel(k, v, gk, b, in_W, in_C, h, h0, ht, scale, T,
         b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
         b_Gamma = tl.exp(b_Gamma_log)
         # gC = \mathbf{\Gamma}_{[t]}^{C}
-        b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gamma, 0.), axis=0, keep_dims=True))
-        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}
-        b_Kr = (b_K * tl.exp(-b_Gamma_log))
-        # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}
-        b_Ar = (b_B * tl.exp(-b_Gamma_log))
+        b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_gC = tl.exp(b_gC_log)
+        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+        b_Kr_f = (-b_Gamma_log)
+        # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+        b_Ar_f = (-b_Gamma_log)
         # V1 = \mathbf{V}_{[t]}
         b_V1 = b_V
         # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
         b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
         # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],1}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],2}^\top \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim dplr.fla.S, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 902, row 4]
-        b_S = (((b_s * tl.trans(b_gC)) + (tl.dot(tl.trans(b_V1).to(DT).to(CT), b_Kr.to(DT).to(CT), input_precision=PREC) * tl.trans(b_gC))) + (tl.dot(tl.trans(b_V2).to(DT2).to(CT2), b_Ar.to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_gC)))
+        b_S = (((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_V1).to(DT).to(CT), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT).to(CT), input_precision=PREC)) + tl.dot(tl.trans(b_V2).to(DT2).to(CT2), (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
 
         b_s = b_S
     if store_ht != 0:
@@ -192,6 +198,7 @@ def _out_kernel(q, k, v, gk, b, in_W, in_C, h, o, scale, T,
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
     m_last = (o_t == BT - 1)[:, None]
+    m_mid = (o_t == BT // 2)[:, None]
     r_t = i_t * BT + o_t
     m_r = r_t < T
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
@@ -207,18 +214,18 @@ def _out_kernel(q, k, v, gk, b, in_W, in_C, h, o, scale, T,
     # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
     b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
     b_Gamma = tl.exp(b_Gamma_log)
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}
-    b_Ql = (b_Q * b_Gamma)
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}
-    b_Kr = (b_K * tl.exp(-b_Gamma_log))
-    # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}
-    b_Ar = (b_B * tl.exp(-b_Gamma_log))
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Ql_f = b_Gamma_log
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Ar_f = (-b_Gamma_log)
     # V1 = \mathbf{V}_{[t]}
     b_V1 = b_V
     # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
     b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
     # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],1} + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],2}   [claim dplr.fla.O, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 916, row 5]
-    b_O = ((tl.dot(b_Ql.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT2).to(CT2), tl.trans(b_Kr).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT).to(CT), b_V1.to(DT).to(CT), input_precision=PREC)) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT2).to(CT2), tl.trans(b_Ar).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
+    b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot((b_Q * tl.exp(b_Ql_f - tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kr_f) + tl.trans(tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT).to(CT), b_V1.to(DT).to(CT), input_precision=PREC)) + tl.dot(tl.where(m_incl, tl.dot((b_Q * tl.exp(b_Ql_f - tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_B) * tl.exp(tl.trans(b_Ar_f) + tl.trans(tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 

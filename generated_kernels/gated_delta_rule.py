@@ -32,6 +32,7 @@ def _intra_kernel(k, v, g, beta, out_Wl, out_U, scale, T,
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
     m_last = (o_t == BT - 1)[:, None]
+    m_mid = (o_t == BT // 2)[:, None]
     r_t = i_t * BT + o_t
     m_r = r_t < T
     b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
@@ -41,16 +42,16 @@ def _intra_kernel(k, v, g, beta, out_Wl, out_U, scale, T,
     # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
     b_Gamma_log = tl.sum(tl.where(m_incl, tl.trans(b_Alpha_log), 0.), axis=1, keep_dims=True)
     b_Gamma = tl.exp(b_Gamma_log)
-    # Kl = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{K}_{[t]}
-    b_Kl = (b_Gamma * b_K)
-    # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]}
-    b_Kr = (tl.exp((-b_Gamma_log)) * b_K)
+    # Kl = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{K}_{[t]}  (its gate factor, in log space)
+    b_Kl_f = b_Gamma_log
+    # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
     # Xt = \mathbf{I} + \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_Xt = (tl.where(m_eye, 1.0, 0.) + (b_Beta * tl.where(m_strict, tl.dot(b_Kl.to(DT2).to(CT2), tl.trans(b_Kr).to(DT2).to(CT2), input_precision=PREC2), 0.)))
+    b_Xt = (tl.where(m_eye, 1.0, 0.) + (b_Beta * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.)))
     # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}
     b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
     # Wl = \widetilde{\mathbf{A}}_{[t]} \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \overleftarrow{\mathbf{K}_{[t]}}
-    b_Wl = tl.dot((b_At * tl.trans(b_Beta)).to(DT2).to(CT2), b_Kl.to(DT2).to(CT2), input_precision=PREC2)
+    b_Wl = tl.dot((b_At * tl.trans(b_Beta)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2), input_precision=PREC2)
     # U = \widetilde{\mathbf{A}}_{[t]} \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \mathbf{V}_{[t]}
     b_U = tl.dot((b_At * tl.trans(b_Beta)).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC)
 
@@ -76,6 +77,7 @@ def _scan_kernel(q, k, g, in_Wl, in_U, o, h0, ht, scale, T,
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
     m_last = (o_t == BT - 1)[:, None]
+    m_mid = (o_t == BT // 2)[:, None]
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_s = i_bh.to(tl.int64) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.zeros([BV, BK], dtype=tl.float32)
@@ -93,17 +95,18 @@ def _scan_kernel(q, k, g, in_Wl, in_U, o, h0, ht, scale, T,
         b_Gamma_log = tl.sum(tl.where(m_incl, tl.trans(b_Alpha_log), 0.), axis=1, keep_dims=True)
         b_Gamma = tl.exp(b_Gamma_log)
         # gC = \boldsymbol{\gamma}_{[t]}^{C}
-        b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gamma, 0.), axis=0, keep_dims=True))
-        # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]}
-        b_Ql = (b_Gamma * b_Q)
-        # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]}
-        b_Kr = (tl.exp((-b_Gamma_log)) * b_K)
+        b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_gC = tl.exp(b_gC_log)
+        # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]}  (its gate factor, in log space)
+        b_Ql_f = b_Gamma_log
+        # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]}  (its gate factor, in log space)
+        b_Kr_f = (-b_Gamma_log)
         # Vnew = \mathbf{U}_{[t]} - \overleftarrow{\mathbf{W}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top
         b_Vnew = (b_U - tl.dot(b_Wl.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
         # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],new}   [claim gdn.bwd.fwd_O, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-        b_O = (tl.dot(b_Ql.to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT2).to(CT2), tl.trans(b_Kr).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
+        b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_incl, tl.dot(b_Q.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2), b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
         # S = \gamma_{[t]}^{C} \left(\mathbf{S}_{[t-1]}^{C} + \mathbf{V}_{[t],new}^\top \overrightarrow{\mathbf{K}_{[t]}}\right)   [claim gdn.bwd.fwd_S, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-        b_S = (b_gC * (b_s + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), b_Kr.to(DT2).to(CT2), input_precision=PREC2)))
+        b_S = ((b_s * tl.exp(b_gC_log)) + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), (b_K * tl.exp((b_Kr_f + b_gC_log))).to(DT2).to(CT2), input_precision=PREC2))
 
         tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
         b_s = b_S
@@ -129,6 +132,7 @@ def _state_kernel(k, g, in_Wl, in_U, h, h0, ht, scale, T,
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
     m_last = (o_t == BT - 1)[:, None]
+    m_mid = (o_t == BT // 2)[:, None]
     NT = tl.cdiv(T, BT)
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_s = o_k[None, :] * V + o_v[:, None]
@@ -147,13 +151,14 @@ def _state_kernel(k, g, in_Wl, in_U, h, h0, ht, scale, T,
         b_Gamma_log = tl.sum(tl.where(m_incl, tl.trans(b_Alpha_log), 0.), axis=1, keep_dims=True)
         b_Gamma = tl.exp(b_Gamma_log)
         # gC = \boldsymbol{\gamma}_{[t]}^{C}
-        b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gamma, 0.), axis=0, keep_dims=True))
-        # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]}
-        b_Kr = (tl.exp((-b_Gamma_log)) * b_K)
+        b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_gC = tl.exp(b_gC_log)
+        # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]}  (its gate factor, in log space)
+        b_Kr_f = (-b_Gamma_log)
         # Vnew = \mathbf{U}_{[t]} - \overleftarrow{\mathbf{W}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top
         b_Vnew = (b_U - tl.dot(b_Wl.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
         # S = \gamma_{[t]}^{C} \left(\mathbf{S}_{[t-1]}^{C} + \mathbf{V}_{[t],new}^\top \overrightarrow{\mathbf{K}_{[t]}}\right)   [claim gdn.bwd.fwd_S, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-        b_S = (b_gC * (b_s + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), b_Kr.to(DT2).to(CT2), input_precision=PREC2)))
+        b_S = ((b_s * tl.exp(b_gC_log)) + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), (b_K * tl.exp((b_Kr_f + b_gC_log))).to(DT2).to(CT2), input_precision=PREC2))
 
         b_s = b_S
     if store_ht != 0:
@@ -177,6 +182,7 @@ def _out_kernel(q, k, g, in_Wl, in_U, h, o, scale, T,
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
     m_last = (o_t == BT - 1)[:, None]
+    m_mid = (o_t == BT // 2)[:, None]
     r_t = i_t * BT + o_t
     m_r = r_t < T
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
@@ -190,14 +196,14 @@ def _out_kernel(q, k, g, in_Wl, in_U, h, o, scale, T,
     # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
     b_Gamma_log = tl.sum(tl.where(m_incl, tl.trans(b_Alpha_log), 0.), axis=1, keep_dims=True)
     b_Gamma = tl.exp(b_Gamma_log)
-    # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]}
-    b_Ql = (b_Gamma * b_Q)
-    # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]}
-    b_Kr = (tl.exp((-b_Gamma_log)) * b_K)
+    # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]}  (its gate factor, in log space)
+    b_Ql_f = b_Gamma_log
+    # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
     # Vnew = \mathbf{U}_{[t]} - \overleftarrow{\mathbf{W}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top
     b_Vnew = (b_U - tl.dot(b_Wl.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
     # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],new}   [claim gdn.bwd.fwd_O, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-    b_O = (tl.dot(b_Ql.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT2).to(CT2), tl.trans(b_Kr).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
+    b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_Q.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2), b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 

@@ -33,6 +33,7 @@ def _scan_kernel(q, k, v, g, o, h0, ht, scale, T,
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
     m_last = (o_t == BT - 1)[:, None]
+    m_mid = (o_t == BT // 2)[:, None]
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_s = i_bh.to(tl.int64) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.zeros([BV, BK], dtype=tl.float32)
@@ -49,15 +50,16 @@ def _scan_kernel(q, k, v, g, o, h0, ht, scale, T,
         b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
         b_Gamma = tl.exp(b_Gamma_log)
         # gC = \mathbf{\Gamma}_{[t]}^{C}
-        b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gamma, 0.), axis=0, keep_dims=True))
-        # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}
-        b_Ql = (b_Q * b_Gamma)
-        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}
-        b_Kr = (b_K * tl.exp(-b_Gamma_log))
+        b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_gC = tl.exp(b_gC_log)
+        # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+        b_Ql_f = b_Gamma_log
+        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+        b_Kr_f = (-b_Gamma_log)
         # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t]}   [claim gla.O, 003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 94]
-        b_O = (tl.dot(b_Ql.to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT2).to(CT2), tl.trans(b_Kr).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
+        b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_incl, tl.dot((b_Q * tl.exp(b_Ql_f - tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kr_f) + tl.trans(tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
         # S = \left(\mathbf{S}_{[t-1]}^{C} + \mathbf{V}_{[t]}^\top \overrightarrow{\mathbf{K}_{[t]}}\right) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim gla.S_C, 003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 98]
-        b_S = ((b_s + tl.dot(tl.trans(b_V).to(DT).to(CT), b_Kr.to(DT).to(CT), input_precision=PREC)) * tl.trans(b_gC))
+        b_S = ((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_V).to(DT).to(CT), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT).to(CT), input_precision=PREC))
 
         tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
         b_s = b_S
@@ -83,6 +85,7 @@ def _state_kernel(k, v, g, h, h0, ht, scale, T,
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
     m_last = (o_t == BT - 1)[:, None]
+    m_mid = (o_t == BT // 2)[:, None]
     NT = tl.cdiv(T, BT)
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_s = o_k[None, :] * V + o_v[:, None]
@@ -100,11 +103,12 @@ def _state_kernel(k, v, g, h, h0, ht, scale, T,
         b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
         b_Gamma = tl.exp(b_Gamma_log)
         # gC = \mathbf{\Gamma}_{[t]}^{C}
-        b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gamma, 0.), axis=0, keep_dims=True))
-        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}
-        b_Kr = (b_K * tl.exp(-b_Gamma_log))
+        b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_gC = tl.exp(b_gC_log)
+        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+        b_Kr_f = (-b_Gamma_log)
         # S = \left(\mathbf{S}_{[t-1]}^{C} + \mathbf{V}_{[t]}^\top \overrightarrow{\mathbf{K}_{[t]}}\right) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim gla.S_C, 003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 98]
-        b_S = ((b_s + tl.dot(tl.trans(b_V).to(DT).to(CT), b_Kr.to(DT).to(CT), input_precision=PREC)) * tl.trans(b_gC))
+        b_S = ((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_V).to(DT).to(CT), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT).to(CT), input_precision=PREC))
 
         b_s = b_S
     if store_ht != 0:
@@ -128,6 +132,7 @@ def _out_kernel(q, k, v, g, h, o, scale, T,
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
     m_last = (o_t == BT - 1)[:, None]
+    m_mid = (o_t == BT // 2)[:, None]
     r_t = i_t * BT + o_t
     m_r = r_t < T
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
@@ -140,12 +145,12 @@ def _out_kernel(q, k, v, g, h, o, scale, T,
     # Gamma = \text{cumprod}\left(\mathbf{A}_{[t]}\right)
     b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
     b_Gamma = tl.exp(b_Gamma_log)
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}
-    b_Ql = (b_Q * b_Gamma)
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}
-    b_Kr = (b_K * tl.exp(-b_Gamma_log))
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Ql_f = b_Gamma_log
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
     # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t]}   [claim gla.O, 003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 94]
-    b_O = (tl.dot(b_Ql.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_Ql.to(DT2).to(CT2), tl.trans(b_Kr).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
+    b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot((b_Q * tl.exp(b_Ql_f - tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kr_f) + tl.trans(tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
 
     tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
