@@ -108,6 +108,8 @@ def test_split_schedule_agrees_with_fused(name):
         assert eo <= FP32_TOL and eh <= FP32_TOL, f"{name} {s}: o {eo:.2e}, state {eh:.2e}"
 
 
+# entries above the diagonal may overflow before the causal mask discards them
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 @pytest.mark.parametrize("name, per_step", [("gated_delta_rule", -20.0), ("gla", -2.0), ("kda", -2.0),
                                             ("dplr_delta_rule", -2.0)])
 def test_strong_decay(name, per_step):
