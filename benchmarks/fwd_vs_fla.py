@@ -235,6 +235,9 @@ class Terminated(BaseException):
 
 
 def _on_sigterm(signum, frame):
+    # `timeout` signals the process and then its whole group: ignore the second one, so
+    # that the clean-up (saving what was measured) is not cut short
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Terminated()
 
 
