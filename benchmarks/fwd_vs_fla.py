@@ -510,6 +510,11 @@ def _run_variant(variant, args, device, prog, res):
         res["ours_order"].append(label)
         res["ours"][label] = {"tag": tag, "settings": settings, "notes": []}
 
+    def fla_name(label):
+        inner = label[len(variant):].strip().strip("[]")
+        inner = inner[4:] if inner.startswith("FLA ") else inner
+        return f"FLA [{inner}]" if inner else "FLA"
+
     fla_rows = FLA_ROWS[variant] if not args.no_extra_rows else FLA_ROWS[variant][:1]
     fla = {}
     for label, extra in fla_rows:
@@ -517,7 +522,7 @@ def _run_variant(variant, args, device, prog, res):
         res["fla"][label] = {"kwargs": extra, "notes": []}
     if not smoke or args.smoke_fla:
         for label, extra in fla_rows:
-            ok, f = prog.run(f"import FLA{'' if label == variant else ' ' + label}",
+            ok, f = prog.run(f"import {fla_name(label)}",
                              lambda extra=extra: fla_callable(variant, extra), res["fla"][label]["notes"])
             if ok:
                 fla[label] = f
@@ -525,126 +530,128 @@ def _run_variant(variant, args, device, prog, res):
         for label, _ in fla_rows:
             res["fla"][label]["notes"].append("FLA not run in --smoke (see --smoke-fla)")
 
-    def fla_name(label):
-        return "FLA" if label == variant else f"FLA {label[len(variant):].strip()}"
-
     def ours_name(o):
         return "ours" if len(combos) == 1 else f"ours {o['tag']}"
 
-    compiled = {}  # label -> first call at the timing shape succeeded
+    compiled = {}  # label / ("fla", label) -> its first call at the timing shape succeeded
+    low = {}       # the accuracy slice in the benchmark dtype: inputs "sl", reference "ref"
 
-    # ---- timing and memory floor at the full shape
-    sl_low = None
+    def time_ours(label, inp):
+        o = res["ours"][label]
+
+        def first():
+            t = time.time()
+            with torch.no_grad():
+                call_ours(ours_fn, mod, o["settings"], inp, scale)
+            sync(device)
+            return time.time() - t
+        ok, dt = prog.run(f"{ours_name(o)} {dn} first call (compile)", first, o["notes"])
+        if not ok:
+            return
+        o["first_call_s"] = round(dt, 2)
+        compiled[label] = True
+
+        def timing():
+            with tiling(mod, o["settings"]):
+                return bench_ms(lambda: ours_fn(*inp.values(), scale=scale, output_final_state=True),
+                                args.reps, args.warmup_ms, args.rep_ms)
+        ok, ms = prog.run(f"{ours_name(o)} {dn} timing", timing, o["notes"])
+        if ok:
+            o["ms"] = ms
+
+    def time_fla(label, inp):
+        r, f = res["fla"][label], fla.get(label)
+        if f is None:
+            return
+
+        def first():
+            t = time.time()
+            with torch.no_grad():
+                f(inp, scale)
+            sync(device)
+            return time.time() - t
+        ok, dt = prog.run(f"{fla_name(label)} {dn} first call (compile+autotune)", first, r["notes"])
+        if not ok:
+            return
+        r["first_call_s"] = round(dt, 2)
+        compiled[("fla", label)] = True
+        ok, ms = prog.run(f"{fla_name(label)} {dn} timing",
+                          lambda: bench_ms(lambda: f(inp, scale), args.reps, args.warmup_ms, args.rep_ms),
+                          r["notes"])
+        if ok:
+            r["ms"] = ms
+
+    def low_ref(inp):
+        """The slice and its fp64 reference, once (a failure is recorded once, too)."""
+        if "ok" not in low:
+            def build():
+                sl = slice_inputs(inp, Ts) if inp is not None else make_inputs(
+                    variant, B, Ts, H, D, dtype, gate_dtype, device, seed, args.gate_normalizer)
+                return sl, reference(variant, sl, scale)
+            low["ok"], val = prog.run(f"accuracy slice ({B}, {Ts}, {H}, {D}) {dn}: inputs + fp64 reference", build)
+            if low["ok"]:
+                low["sl"], low["ref"] = val
+        return low["ok"]
+
+    def acc_ours(label, inp):
+        o = res["ours"][label]
+        if (timed and not compiled.get(label)) or not low_ref(inp):
+            return
+
+        def acc():
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = call_ours(ours_fn, mod, o["settings"], low["sl"], scale)
+            return errors(*out, low["ref"])
+        what = "accuracy slice" if not smoke else "first call (compile) + accuracy slice"
+        ok, e = prog.run(f"{ours_name(o)} {dn} {what}", acc, o["notes"])
+        if ok:
+            o["low_o"], o["low_state"] = e
+
+    def acc_fla(label, inp):
+        f, r = fla.get(label), res["fla"][label]
+        if f is None or (timed and not compiled.get(("fla", label))) or not low_ref(inp):
+            return
+
+        def acc():
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = f(low["sl"], scale)
+            return errors(*out, low["ref"])
+        ok, e = prog.run(f"{fla_name(label)} {dn} accuracy slice", acc, r["notes"])
+        if ok:
+            r["low_o"], r["low_state"] = e
+
+    # ---- the headline pair (timing, then accuracy), then our other configurations, then
+    # FLA's extra ones: each completed configuration is complete when the budget runs out
+    inp = None
     if not smoke:
         def setup():
-            inp = make_inputs(variant, B, T, H, D, dtype, gate_dtype, device, seed, args.gate_normalizer)
-            V = inp["v"].shape[-1]
-            moved = (sum(nbytes(t) for t in inp.values())
+            x = make_inputs(variant, B, T, H, D, dtype, gate_dtype, device, seed, args.gate_normalizer)
+            V = x["v"].shape[-1]
+            moved = (sum(nbytes(t) for t in x.values())
                      + B * T * H * V * torch.empty((), dtype=dtype).element_size()  # o
                      + B * H * D * V * 4)  # final state, fp32
             res["bytes"], res["floor_ms"] = moved, moved / args.bandwidth * 1e3
-            return inp
+            return x
         ok, inp = prog.run(f"setup: {dn} inputs {args.shape}", setup)
-        if not ok:
-            inp = None
-
-        def time_ours(label):
-            o = res["ours"][label]
-
-            def first():
-                t = time.time()
-                with torch.no_grad():
-                    call_ours(ours_fn, mod, o["settings"], inp, scale)
-                sync(device)
-                return time.time() - t
-            ok, dt = prog.run(f"{ours_name(o)} {dn} first call (compile)", first, o["notes"])
-            if not ok:
-                return
-            o["first_call_s"] = round(dt, 2)
-            compiled[label] = True
-
-            def timing():
-                with tiling(mod, o["settings"]):
-                    return bench_ms(lambda: ours_fn(*inp.values(), scale=scale, output_final_state=True),
-                                    args.reps, args.warmup_ms, args.rep_ms)
-            ok, ms = prog.run(f"{ours_name(o)} {dn} timing", timing, o["notes"])
-            if ok:
-                o["ms"] = ms
-
-        def time_fla(label):
-            r, f = res["fla"][label], fla.get(label)
-            if f is None:
-                return
-
-            def first():
-                t = time.time()
-                with torch.no_grad():
-                    f(inp, scale)
-                sync(device)
-                return time.time() - t
-            ok, dt = prog.run(f"{fla_name(label)} {dn} first call (compile+autotune)", first, r["notes"])
-            if not ok:
-                return
-            r["first_call_s"] = round(dt, 2)
-            compiled[("fla", label)] = True
-            ok, ms = prog.run(f"{fla_name(label)} {dn} timing",
-                              lambda: bench_ms(lambda: f(inp, scale), args.reps, args.warmup_ms, args.rep_ms),
-                              r["notes"])
-            if ok:
-                r["ms"] = ms
-
-        if inp is not None:
-            # the headline pair first, then our other configurations, then FLA's extra ones
-            if combos:
-                time_ours(combos[0][0])
-            if fla_rows:
-                time_fla(fla_rows[0][0])
-            for label, _, _ in combos[1:]:
-                time_ours(label)
-            for label, _ in fla_rows[1:]:
-                time_fla(label)
-            sl_low = slice_inputs(inp, Ts)
-        del inp
-        if device == "cuda":
-            torch.cuda.empty_cache()
-
-    # ---- accuracy on the slice, in the benchmark dtype
-    def low_ref():
-        sl = sl_low if sl_low is not None else make_inputs(
-            variant, B, Ts, H, D, dtype, gate_dtype, device, seed, args.gate_normalizer)
-        return sl, reference(variant, sl, scale)
-    ok, val = prog.run(f"accuracy slice ({B}, {Ts}, {H}, {D}) {dn}: inputs + fp64 reference", low_ref)
-    if ok:
-        sl, ref = val
-        for label, _, _ in combos:
-            o = res["ours"][label]
-            if not smoke and not compiled.get(label):
-                continue
-
-            def acc(o=o):
-                with torch.no_grad(), warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    out = call_ours(ours_fn, mod, o["settings"], sl, scale)
-                return errors(*out, ref)
-            what = "accuracy slice" if not smoke else "first call (compile) + accuracy slice"
-            ok, e = prog.run(f"{ours_name(o)} {dn} {what}", acc, o["notes"])
-            if ok:
-                o["low_o"], o["low_state"] = e
-        for label, _ in fla_rows:
-            f, r = fla.get(label), res["fla"][label]
-            if f is None or (not smoke and not compiled.get(("fla", label))):
-                continue
-
-            def acc_f(f=f):
-                with torch.no_grad(), warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    out = f(sl, scale)
-                return errors(*out, ref)
-            ok, e = prog.run(f"{fla_name(label)} {dn} accuracy slice", acc_f, r["notes"])
-            if ok:
-                r["low_o"], r["low_state"] = e
-        del sl, ref, val
-    sl_low = None
+    timed = inp is not None  # else (smoke, or no inputs at the full shape): accuracy only
+    for i, (label, _, _) in enumerate(combos):
+        if timed:
+            time_ours(label, inp)
+            if i == 0 and fla_rows:
+                time_fla(fla_rows[0][0], inp)
+        acc_ours(label, inp)
+        if i == 0 and fla_rows:
+            acc_fla(fla_rows[0][0], inp)
+    for label, _ in fla_rows[0 if not combos else 1:]:
+        if timed:
+            time_fla(label, inp)
+        acc_fla(label, inp)
+    inp = None
+    low.clear()
+    if device == "cuda":
+        torch.cuda.empty_cache()
 
     # ---- accuracy with genuine fp32 inputs (a new dtype: compiles ours again; FLA would autotune again)
     if args.no_fp32:
@@ -978,9 +985,16 @@ def main(argv=None):
             bw_measured = copy_bandwidth()
         except Exception as e:  # noqa: BLE001
             log(f"copy bandwidth measurement failed: {first_line(e)}")
-    try:
-        import fla
-        fla_v = getattr(fla, "__version__", "?")
+    try:  # the children import it; here only its version
+        import importlib.util
+        import importlib.metadata
+        if importlib.util.find_spec("fla") is None:
+            raise ModuleNotFoundError("No module named 'fla'")
+        try:
+            fla_v = importlib.metadata.version("fla-core")
+        except importlib.metadata.PackageNotFoundError:
+            import fla
+            fla_v = getattr(fla, "__version__", "?")
     except Exception as e:  # noqa: BLE001
         fla_v = f"not importable ({first_line(e)})"
     log(f"setup done at {time.time() - T_START:.1f} s (fla {fla_v})")
