@@ -146,9 +146,12 @@ class TritonPrinter:
         a = self.p(e.a)
         if a.diag:
             return Val(f"(-{self.dense_vec(a)})", e.shape(), diag=True)
+        # a raw tile is in its memory dtype: negate it in fp32 (the interpreter cannot
+        # do arithmetic on bf16 storage)
+        code = f"{a.code}.to(tl.float32)" if a.raw else a.code
         if a.fac is not None:
-            return Val(f"(-{a.code})", e.shape(), fac=a.fac, facshape=a.facshape)
-        return Val(f"(-{self.dense(a)})", e.shape())
+            return Val(f"(-{code})", e.shape(), fac=a.fac, facshape=a.facshape)
+        return Val(f"(-{code if a.raw else self.dense(a)})", e.shape())
 
     def _Had(self, e):
         a, b = self.p(e.a), self.p(e.b)

@@ -36,9 +36,16 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # computed_dots: the type of products of two computed tiles for bf16 inputs (see
 # generated_kernels/_runtime.py dot_types).  schedule: 'fused' (one sequential kernel
 # computes states and outputs) or 'split' (the sequential kernel writes every chunk's
-# S_[t-1]^C, a parallel kernel computes the outputs).  Benchmarks may flip both at run time.
-_TILING = {"BT": 64, "BV": 64, "scan_warps": 4, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1,
-           "out_warps": 4, "out_stages": 2, "computed_dots": "tf32", "schedule": "fused"}
+# S_[t-1]^C, a parallel kernel computes the outputs).  inverse16: the product type of
+# triangular inverses for 16-bit inputs.  Benchmarks may flip these at run time.
+# Warps: 8 everywhere.  Compiled offline for sm_90 (benchmarks/compile_check.py), every
+# kernel at 4 warps used 255 registers and spilled 1-8 KB per thread; at 8 warps the
+# spills shrink to a few hundred bytes.  inverse16="tf32" (as FLA's solve_tril does on
+# NVIDIA) cut the intra kernels' spills from about 2 KB to 0.3-0.7 KB against tf32x3.
+# Neither choice is timed yet: the first GPU numbers were taken at 4 warps and tf32x3.
+_TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 8, "prep_stages": 1,
+           "out_warps": 8, "out_stages": 2, "computed_dots": "tf32", "inverse16": "tf32",
+           "schedule": "fused"}
 
 VARIANTS: List[Variant] = [
     Variant("gla", "chunk_gla", "gla", "gla_chunk", "gla.O", "gla.S_C",

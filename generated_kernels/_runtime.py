@@ -28,7 +28,7 @@ def _inv_unit_lower(x, m_strict, m_eye, BT: tl.constexpr, IPREC: tl.constexpr):
     b_ld = tl.where(same, b_l, 0.)
     b_eye = tl.where(m_eye, 1., 0.)
     b_y = b_eye
-    for j in tl.static_range(1, 16):
+    for j in range(1, 16):
         sel = ((o_t % 16) == j)[:, None]
         b_y = tl.where(sel, b_y - tl.dot(tl.where(sel, b_ld, 0.), b_y, input_precision=IPREC), b_y)
     b_m = -tl.dot(b_y, tl.where(same, 0., b_l), input_precision=IPREC)
@@ -44,7 +44,7 @@ def block_sizes(K, V, chunk_size, bv):
     return chunk_size, bk, bv_full, min(bv, bv_full)
 
 
-def dot_types(dtype, device, computed_dots="tf32"):
+def dot_types(dtype, device, computed_dots="tf32", inverse16="tf32x3"):
     """The product types, as kernel constexprs.  A product with a tile read from memory
     rounds both operands to DT and multiplies in CT with PREC; a product of two computed
     tiles uses DT2/CT2/PREC2; triangular inverses multiply fp32 tiles with IPREC.
@@ -52,7 +52,8 @@ def dot_types(dtype, device, computed_dots="tf32"):
     - fp32 inputs: everything fp32-accurate ("ieee"), never tf32.
     - bf16 inputs: products with an input tile in bf16 (the input is exact in it); two
       computed tiles in tf32 (10 mantissa bits against bf16's 7) when computed_dots is
-      "tf32", or rounded to bf16 like the rest when it is "input"; inverses in tf32x3.
+      "tf32", or rounded to bf16 like the rest when it is "input"; inverses in
+      ``inverse16`` ("tf32x3", about fp32, or "tf32").
     - fp16 inputs: tf32 throughout (decayed keys such as K / Gamma leave fp16's range
       after a few steps of strong decay; tf32 has fp16's mantissa and fp32's range).
     Triton's interpreter cannot multiply bf16 tiles (it sees their bit patterns), so on
@@ -61,14 +62,16 @@ def dot_types(dtype, device, computed_dots="tf32"):
     if dtype == torch.float32:
         t = dict(DT=f32, CT=f32, PREC="ieee", DT2=f32, CT2=f32, PREC2="ieee", IPREC="ieee")
     elif dtype == torch.float16:
-        t = dict(DT=f32, CT=f32, PREC="tf32", DT2=f32, CT2=f32, PREC2="tf32", IPREC="tf32x3")
+        t = dict(DT=f32, CT=f32, PREC="tf32", DT2=f32, CT2=f32, PREC2="tf32", IPREC=inverse16)
     else:
         ct = f32 if device.type == "cpu" else tl.bfloat16
-        t = dict(DT=tl.bfloat16, CT=ct, PREC="tf32", DT2=tl.bfloat16, CT2=ct, PREC2="tf32", IPREC="tf32x3")
+        t = dict(DT=tl.bfloat16, CT=ct, PREC="tf32", DT2=tl.bfloat16, CT2=ct, PREC2="tf32", IPREC=inverse16)
         if computed_dots == "tf32":
             t.update(DT2=f32, CT2=f32)
         elif computed_dots != "input":
             raise ValueError(f"computed_dots must be 'tf32' or 'input', got {computed_dots!r}")
+    if inverse16 not in ("tf32", "tf32x3"):
+        raise ValueError(f"inverse16 must be 'tf32' or 'tf32x3', got {inverse16!r}")
     return t
 
 

@@ -1,0 +1,114 @@
+"""Compile every generated kernel for a GPU target without a GPU (Triton's bundled
+LLVM and ptxas), to catch lowering failures and see compile times before spending
+device time.  Uses this machine's Triton, which may be newer than the GPU's.
+
+    python benchmarks/compile_check.py [--arch 90] [--dtype bf16] [--K 128 --V 128]
+"""
+import argparse
+import inspect
+import os
+import tempfile
+import sys
+import time
+
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+sys.path.insert(0, ".")
+from generated_kernels import _runtime  # noqa: E402
+
+VARIANTS = ["gla", "gated_delta_rule", "kda", "dplr_delta_rule"]
+PTR = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}
+
+
+def signature(fn, dtype, consts):
+    sig = {}
+    for name in inspect.signature(fn.fn).parameters:
+        if name in consts:
+            sig[name] = "constexpr"
+        elif name in ("scale",):
+            sig[name] = "fp32"
+        elif name in ("T", "H", "use_h0", "store_ht"):
+            sig[name] = "i32"
+        elif name in ("h0", "ht"):
+            sig[name] = "*fp32"
+        else:
+            sig[name] = PTR[dtype]
+    return sig
+
+
+def ptxas_usage(ptx, arch):
+    """Registers and spills as ptxas reports them (the bundled ptxas)."""
+    import os
+    import re
+    import subprocess
+    import tempfile
+    out = ""
+    # the bundled ptxas may be older than the PTX this Triton prints; try the newer one too
+    for name in ("ptxas", "ptxas-blackwell"):
+        ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
+        if not os.path.exists(ptxas):
+            continue
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "k.ptx")
+            with open(path, "w") as f:
+                f.write(ptx)
+            arch_s = f"sm_{arch}a" if arch == 90 else f"sm_{arch}"
+            r = subprocess.run([ptxas, "-v", f"--gpu-name={arch_s}", path, "-o", os.path.join(d, "k.o")],
+                               capture_output=True, text=True)
+        out = r.stderr + r.stdout
+        if r.returncode == 0:
+            break
+    regs = re.search(r"Used (\d+) registers", out)
+    spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", out)
+    return (f"regs {regs.group(1) if regs else '?'}, spill stores/loads "
+            f"{spill.group(1) + '/' + spill.group(2) if spill else '?'} B")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--arch", type=int, default=90)
+    ap.add_argument("--dtype", default="bf16", choices=sorted(PTR))
+    ap.add_argument("--K", type=int, default=128)
+    ap.add_argument("--V", type=int, default=128)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a TILING entry (ints), e.g. --set scan_warps=8 --set BV=32")
+    args = ap.parse_args()
+    import torch
+    tdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
+    target = GPUTarget("cuda", args.arch, 32)
+    bad = 0
+    for v in VARIANTS:
+        mod = __import__(f"generated_kernels.{v}", fromlist=["TILING"])
+        for kv in args.set:
+            key, val = kv.split("=", 1)
+            mod.TILING[key] = int(val) if val.isdigit() else val
+        BT, BK, BVF, BV = _runtime.block_sizes(args.K, args.V, mod.TILING["BT"], mod.TILING["BV"])
+        types = _runtime.dot_types(tdt, torch.device("cuda"), mod.TILING["computed_dots"], mod.TILING["inverse16"])
+        for kname in ("_intra_kernel", "_scan_kernel", "_state_kernel", "_out_kernel"):
+            fn = getattr(mod, kname, None)
+            if fn is None:
+                continue
+            consts = dict(K=args.K, V=args.V, BT=BT, BK=BK, BV=BVF if kname == "_intra_kernel" else BV, **types)
+            t0 = time.time()
+            try:
+                src = ASTSource(fn, signature(fn, args.dtype, consts), constexprs=consts)
+                warps = {"_intra_kernel": "prep_warps", "_out_kernel": "out_warps"}.get(kname, "scan_warps")
+                opts = {"num_warps": mod.TILING[warps]}
+                k = triton.compile(src, target=target, options=opts)
+                print(f"{v:18s} {kname:14s} ok   {time.time() - t0:6.1f} s  shared {k.metadata.shared} B"
+                      f"  {ptxas_usage(k.asm['ptx'], args.arch)}", flush=True)
+            except Exception as e:  # noqa: BLE001 - report every kernel
+                bad += 1
+                msg = str(e).strip().splitlines()
+                print(f"{v:18s} {kname:14s} FAIL {time.time() - t0:6.1f} s  {msg[-1] if msg else type(e).__name__}",
+                      flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    # a private cache, so that compile times are real
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="chunkproof_cc_")
+    sys.exit(main())
