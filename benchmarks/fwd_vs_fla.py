@@ -360,9 +360,13 @@ def ours_combos(variant, mod, args):
         log(f"[{variant}] generated_kernels.{variant}.TILING has no 'computed_dots'; --ours-modes ignored")
         modes = [None]
     out = []
+    extra = {}
+    for kv in args.ours_set:
+        key, val = kv.split("=", 1)
+        extra[key] = int(val) if val.lstrip("-").isdigit() else val
     for s in scheds:
         for m in modes:
-            settings = {}
+            settings = dict(extra)
             if s is not None:
                 settings["schedule"] = s
             if m is not None:
@@ -914,6 +918,8 @@ def parse_args(argv=None):
     p.add_argument("--bandwidth", type=float, default=4.8e12, help="B/s for the memory floor (H200: 4.8e12)")
     p.add_argument("--acc-t", type=int, default=1024, help="steps of the accuracy slice (all B and H are kept)")
     p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--ours-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a TILING entry on all of our rows, e.g. --ours-set scan_warps=4")
     p.add_argument("--ours-modes", default="tf32,input", help="TILING['computed_dots'] values, one row each")
     p.add_argument("--ours-schedules", default="auto",
                    help="TILING['schedule'] values, one row each (auto: every schedule the module has)")
