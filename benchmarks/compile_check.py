@@ -85,8 +85,9 @@ def main():
         for kv in args.set:
             key, val = kv.split("=", 1)
             mod.TILING[key] = int(val) if val.isdigit() else val
-        BT, BK, BVF, BV = _runtime.block_sizes(args.K, args.V, mod.TILING["BT"], mod.TILING["BV"])
-        types = _runtime.dot_types(tdt, torch.device("cuda"), mod.TILING["computed_dots"], mod.TILING["inverse16"])
+        til = _runtime.effective_tiling(mod.TILING, tdt, args.K, args.V)
+        BT, BK, BVF, BV = _runtime.block_sizes(args.K, args.V, til["BT"], til["BV"])
+        types = _runtime.dot_types(tdt, torch.device("cuda"), til["computed_dots"], til["inverse16"])
         for kname in ("_intra_kernel", "_scan_kernel", "_state_kernel", "_out_kernel"):
             fn = getattr(mod, kname, None)
             if fn is None:
@@ -96,7 +97,8 @@ def main():
             try:
                 src = ASTSource(fn, signature(fn, args.dtype, consts), constexprs=consts)
                 warps = {"_intra_kernel": "prep_warps", "_out_kernel": "out_warps"}.get(kname, "scan_warps")
-                opts = {"num_warps": mod.TILING[warps]}
+                stages = {"_intra_kernel": "prep_stages", "_out_kernel": "out_stages"}.get(kname, "scan_stages")
+                opts = {"num_warps": til[warps], "num_stages": til[stages]}
                 k = triton.compile(src, target=target, options=opts)
                 print(f"{v:18s} {kname:14s} ok   {time.time() - t0:6.1f} s  shared {k.metadata.shared} B"
                       f"  {ptxas_usage(k.asm['ptx'], args.arch)}", flush=True)

@@ -43,9 +43,15 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # spills shrink to a few hundred bytes.  inverse16="tf32" (as FLA's solve_tril does on
 # NVIDIA) cut the intra kernels' spills from about 2 KB to 0.3-0.7 KB against tf32x3.
 # Neither choice is timed yet: the first GPU numbers were taken at 4 warps and tf32x3.
+# "fp32" and "fp32_wide" (K or V over 128) override the rest for fp32 inputs: fp32
+# products ("ieee") stage their operands in shared memory at twice the bytes, and the
+# offline check put the fused scans at 229-475 KB (limit 227 KB) with 2 stages and V
+# blocks of 64; one stage and V blocks of 32 (16 when wide) keep them under it.
 _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 8, "prep_stages": 1,
            "out_warps": 8, "out_stages": 2, "computed_dots": "tf32", "inverse16": "tf32",
-           "schedule": "fused"}
+           "schedule": "fused",
+           "fp32": {"scan_stages": 1, "out_stages": 1, "BV": 32},
+           "fp32_wide": {"BV": 16}}
 
 VARIANTS: List[Variant] = [
     Variant("gla", "chunk_gla", "gla", "gla_chunk", "gla.O", "gla.S_C",

@@ -38,6 +38,16 @@ def _inv_unit_lower(x, m_strict, m_eye, BT: tl.constexpr, IPREC: tl.constexpr):
     return tl.dot(b_inv, b_y, input_precision=IPREC)
 
 
+def effective_tiling(tiling, dtype, K, V):
+    """TILING with its per-dtype overrides applied (see codegen/variants.py)."""
+    t = {k: v for k, v in tiling.items() if not isinstance(v, dict)}
+    if dtype == torch.float32:
+        t.update(tiling.get("fp32", {}))
+        if max(K, V) > 128:
+            t.update(tiling.get("fp32_wide", {}))
+    return t
+
+
 def block_sizes(K, V, chunk_size, bv):
     bk = max(16, triton.next_power_of_2(K))
     bv_full = max(16, triton.next_power_of_2(V))

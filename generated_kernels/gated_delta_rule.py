@@ -9,9 +9,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._runtime import _inv_unit_lower, block_sizes, check_args, dot_types, refuse_grad  # noqa: F401
+from ._runtime import _inv_unit_lower, block_sizes, check_args, dot_types, effective_tiling, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 8, 'prep_stages': 1, 'out_warps': 8, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'schedule': 'fused'}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 8, 'prep_stages': 1, 'out_warps': 8, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'schedule': 'fused', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_h'), ('beta', 'head'))
 
 
@@ -208,11 +208,12 @@ def _out_kernel(q, k, g, in_Wl, in_U, h, o, scale, T,
     tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
 
-def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=TILING["BT"]):
+def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=None):
     B, T, H, K = q.shape
     V = v.shape[-1]
-    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size, TILING["BV"])
-    types = dot_types(q.dtype, q.device, TILING["computed_dots"], TILING["inverse16"])
+    til = effective_tiling(TILING, q.dtype, K, V)
+    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
+    types = dot_types(q.dtype, q.device, til["computed_dots"], til["inverse16"])
     o = torch.empty_like(v)
     ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
     h0 = initial_state if initial_state is not None else o
@@ -220,23 +221,23 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
     _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Wl, U, scale, T,
                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
-                                              num_warps=TILING["prep_warps"], num_stages=TILING["prep_stages"])
+                                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
-    if TILING["schedule"] == "fused":
+    if til["schedule"] == "fused":
         _scan_kernel[(triton.cdiv(V, BV), B * H)](q, k, g, Wl, U, o, h0, ht, scale, T,
                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
-                                                 num_warps=TILING["scan_warps"], num_stages=TILING["scan_stages"])
-    elif TILING["schedule"] == "split":
+                                                 num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    elif til["schedule"] == "split":
         NT = triton.cdiv(T, BT)
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
         _state_kernel[(triton.cdiv(V, BV), B * H)](k, g, Wl, U, h, h0, ht, scale, T,
                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
-                                                  num_warps=TILING["scan_warps"], num_stages=TILING["scan_stages"])
+                                                  num_warps=til["scan_warps"], num_stages=til["scan_stages"])
         _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, g, Wl, U, h, o, scale, T,
                                                     H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
-                                                    num_warps=TILING["out_warps"], num_stages=TILING["out_stages"])
+                                                    num_warps=til["out_warps"], num_stages=til["out_stages"])
     else:
-        raise ValueError(f"TILING['schedule'] must be 'fused' or 'split', got {TILING['schedule']!r}")
+        raise ValueError(f"TILING['schedule'] must be 'fused' or 'split', got {til['schedule']!r}")
     return o, (ht if output_final_state else None)
 
 
