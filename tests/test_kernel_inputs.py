@@ -78,3 +78,15 @@ def test_cpu_without_interpreter_is_a_clear_error(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
         G.chunk_gla(**_gla())
+
+
+def test_fp32_tiling_overrides():
+    # fp32 products stage twice the bytes: fewer stages and narrower V blocks (codegen/variants.py)
+    from generated_kernels._runtime import effective_tiling
+    import generated_kernels.kda as m
+    base = effective_tiling(m.TILING, torch.bfloat16, 128, 128)
+    f32 = effective_tiling(m.TILING, torch.float32, 128, 128)
+    wide = effective_tiling(m.TILING, torch.float32, 256, 64)
+    assert base["BV"] == m.TILING["BV"] and f32["BV"] == m.TILING["fp32"]["BV"]
+    assert f32["scan_stages"] == 1 and wide["BV"] == m.TILING["fp32_wide"]["BV"]
+    assert not any(isinstance(v, dict) for v in base.values())
