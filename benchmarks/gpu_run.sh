@@ -10,7 +10,10 @@
 # `pytest -m gpu` (TEST_TIMEOUT, default 110 s).  SKIP_TESTS=1 skips the tests.
 # (This replaces gpu_delta_run.sh: per-variant processes and budgets are in the benchmark.)
 #
-# Needs .whl/ (carried; see benchmarks/fwd_vs_fla.py): fla_core, einops, packaging
+# Needs .whl/ (git-ignored, carried with the run; fetch it here first with
+#   for p in fla-core==0.6.0 einops==0.8.2 packaging==26.2; do python3 -m pip download --no-deps \
+#     --only-binary=:all: --python-version 3.12 --implementation cp --platform any -d .whl "$p"; done
+# see benchmarks/fwd_vs_fla.py): fla_core, einops, packaging
 # wheels at top level; .whl/test/ holds pytest + hypothesis and their pure-python
 # deps, installed only if the machine lacks them.  Writes 5 files under $OUT (default
 # /tmp/out): versions.log, bench.log, fwd_vs_fla.md, fwd_vs_fla.json, gpu_tests.log.
