@@ -126,3 +126,11 @@ def test_strong_decay(name, per_step):
         ro, rh = recurrence(name, initial_state=state, **ref)
         assert torch.isfinite(o).all() and torch.isfinite(ht).all()
         assert rel_rms(o, ro) <= FP32_TOL and rel_rms(ht, rh) <= FP32_TOL
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_odd_wide_heads(name):
+    # K and V not powers of two, V over 128 (fp32: V blocks of 16, many of them)
+    for sched in SCHEDULES:
+        eo, eh = _run(name, (1, 70, 1, 100, 200), 3, True, torch.float32, "cpu", sched)
+        assert eo <= FP32_TOL and eh <= FP32_TOL, f"{name} {sched}: o {eo:.2e}, state {eh:.2e}"
