@@ -37,7 +37,8 @@ class Stage:
     writes: List[str] = field(default_factory=list)    # boundary tiles written (intra)
 
 
-def _layout(shape) -> str:
+def layout(shape) -> str:
+    """How a C x d tile lies in memory: 'k' [B,T,H,K], 'v' [B,T,H,V], 'head' [B,T,H]."""
     rows, cols = shape
     if rows != "C":
         raise planmod.CodegenError(f"an input tile of shape {rows}x{cols} is not a chunk tile")
@@ -63,7 +64,7 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
             continue
         a = args[t]
         log = a.kind.startswith("gate")
-        st.loads.append(Load(t, a.name, _layout(shapes[t]), log, scaled=(a.name == "q")))
+        st.loads.append(Load(t, a.name, layout(shapes[t]), log, scaled=(a.name == "q")))
         env[t] = Val(None, shapes[t], log=f"b_{t}_log") if log else \
             Val(f"b_{t}", shapes[t], raw=(a.name != "q"))      # q is scaled on load
     if "S_prev" in used:

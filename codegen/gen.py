@@ -23,17 +23,13 @@ def _env() -> jinja2.Environment:
                               lstrip_blocks=True, keep_trailing_newline=True)
 
 
-def _layout(shape) -> str:
-    return {"Dk": "k", "Dv": "v"}[shape[1]]
-
-
 def render_variant(v: Variant, plan=None, env=None) -> str:
     plan = plan or load_variant(v)
     intra, scan, state, out = emit.stages(plan)
     dmap = dict(plan.defs)
     ctx = dict(
         v=v, plan=plan, intra=intra, scan=scan, state_stage=state, out_stage=out,
-        layout={n: _layout(dmap[n].shape()) for n in plan.boundary},
+        layout={n: emit.layout(dmap[n].shape()) for n in plan.boundary},
         out=plan.program.output, state=plan.program.state,
         arg_names=[a.name for a in v.args],
         args_spec=repr(tuple((a.name, a.kind) for a in v.args)),

@@ -10,13 +10,15 @@ Stages (DESIGN.md "Code generation"):
   not depend on the state, so they run for all chunks in parallel; the ones the
   scan reads are written to memory ("boundary" tiles).
 - scan: sequential over chunks, one program per (batch*head, V block): everything
-  else on the path to O_[t] and S_[t]^C, with the state carried in registers.  The
-  output role is fused into the scan (O_[t] needs S_[t-1]^C, which is in registers).
+  else on the path to O_[t] and S_[t]^C, with the state carried in registers
+  (the fused schedule).
+- split schedule: the scan computes only what S_[t]^C needs and writes S_[t-1]^C per
+  chunk; the output role computes what O_[t] needs, for all chunks in parallel.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Set, Tuple
 
 from derivations import ir
 from derivations.dsl import Claim, Derivation, Program
@@ -40,10 +42,6 @@ def var_names(e: ir.Expr) -> Set[str]:
     return out
 
 
-def has_node(e: ir.Expr, cls) -> bool:
-    return isinstance(e, cls) or any(has_node(c, cls) for c in e.children())
-
-
 @dataclass
 class Plan:
     variant: Variant
@@ -58,12 +56,6 @@ class Plan:
     diagonal: Set[str] = field(default_factory=set)
     # the split schedule: 'state' and 'out' -> (definitions computed, boundary tiles read)
     split: Dict[str, Tuple[List[str], List[str]]] = field(default_factory=dict)
-
-    def expr(self, name) -> ir.Expr:
-        return dict(self.defs)[name]
-
-    def shape(self, name) -> tuple:
-        return self.expr(name).shape()
 
 
 def _claim(deriv: Derivation, cid: str) -> Claim:
@@ -160,10 +152,10 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
     heavy: Set[str] = set()
     for n, e in defs:
         stateful = "S_prev" in _closure(n, dmap)
-        if _needs_dense_inverse(e, plan.diagonal) and stateful:
+        if _dense_inverses(e, plan.diagonal) and stateful:
             raise CodegenError(f"program {prog.name}: {n} needs a triangular inverse and the state; "
                                f"the intra stage cannot compute it")
-        if not stateful and (_needs_dense_inverse(e, plan.diagonal) or var_names(e) & heavy):
+        if not stateful and (_dense_inverses(e, plan.diagonal) or var_names(e) & heavy):
             heavy.add(n)
     def reach(exprs) -> Set[str]:
         """Definitions a stage computing ``exprs`` reads: recursively, stopping at
@@ -191,24 +183,12 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
         if rows != "C" or cols not in ("Dk", "Dv"):
             raise CodegenError(f"program {prog.name}: {n} ({rows}x{cols}) would cross stages; only "
                                f"C x Dk and C x Dv tiles are written between kernels")
-    intra: Set[str] = set()
-
-    def need_intra(name):
-        if name in intra:
-            return
-        intra.add(name)
-        for m in var_names(dmap[name]):
-            if m in dmap:
-                need_intra(m)
-    for n in plan.boundary:
-        need_intra(n)
+    intra = set(plan.boundary).union(*(_closure(n, dmap) for n in plan.boundary))
     plan.intra = [n for n, _ in defs if n in intra]
     plan.scan = [n for n, _ in defs if n in scan_needed and n not in heavy]
     for n in list(plan.intra) + plan.scan:
-        e = dmap[n]
-        for sub in _inverses(e):
-            if not isinstance(sub.a, ir.DiagM) and not (isinstance(sub.a, ir.Var) and sub.a.name in plan.diagonal) \
-                    and not unit_lower(sub.a, dmap, plan.diagonal):
+        for sub in _dense_inverses(dmap[n], plan.diagonal):
+            if not unit_lower(sub.a, dmap, plan.diagonal):
                 raise CodegenError(f"program {prog.name}: {n} inverts a matrix that is not provably "
                                    f"I + strictly lower triangular")
     return plan
@@ -221,9 +201,9 @@ def _inverses(e):
         yield from _inverses(c)
 
 
-def _needs_dense_inverse(e, diag) -> bool:
-    return any(not isinstance(i.a, ir.DiagM) and not (isinstance(i.a, ir.Var) and i.a.name in diag)
-               for i in _inverses(e))
+def _dense_inverses(e, diag):
+    """The inverses in ``e`` of matrices that are not diagonal."""
+    return [i for i in _inverses(e) if not _is_diag(i.a, diag)]
 
 
 def _closure(name, dmap) -> Set[str]:
