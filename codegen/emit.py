@@ -70,7 +70,8 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
     if "S_prev" in used:
         env["S_prev"] = Val("b_s", ("Dv", "Dk"), raw=state_in_memory)
     for r in reads:
-        env[r] = Val(f"b_{r}", dmap[r].shape(), raw=True)
+        env[r] = Val(None, dmap[r].shape(), log=f"b_{r}_log") if r in plan.logs else \
+            Val(f"b_{r}", dmap[r].shape(), raw=True)
     pr = TritonPrinter(env, lambda e: planmod.unit_lower(e, dmap, plan.diagonal), where)
     for n in names:
         e = dmap[n]

@@ -29,7 +29,7 @@ def render_variant(v: Variant, plan=None, env=None) -> str:
     dmap = dict(plan.defs)
     ctx = dict(
         v=v, plan=plan, intra=intra, scan=scan, state_stage=state, out_stage=out,
-        layout={n: emit.layout(dmap[n].shape()) for n in plan.boundary},
+        layout={n: emit.layout(dmap[n].shape()) for n in plan.boundary}, logs=sorted(plan.logs),
         out=plan.program.output, state=plan.program.state,
         arg_names=[a.name for a in v.args],
         args_spec=repr(tuple((a.name, a.kind) for a in v.args)),

@@ -6,9 +6,10 @@ come from the claims' program.  A claim's "holds" covers the definitions it read
 since the checker evaluates them against the unrolled recurrence.
 
 Stages (DESIGN.md "Code generation"):
-- intra: definitions that need a triangular inverse, and what they read.  They do
-  not depend on the state, so they run for all chunks in parallel; the ones the
-  scan reads are written to memory ("boundary" tiles).
+- intra: definitions that need a triangular inverse, the chunk's prefix products of
+  the gates (CumProd), and what they read.  They do not depend on the state, so they
+  run for all chunks in parallel; the ones the scan reads are written to memory
+  ("boundary" tiles; gate products as their log, in fp32).
 - scan: sequential over chunks, one program per (batch*head, V block): everything
   else on the path to O_[t] and S_[t]^C, with the state carried in registers
   (the fused schedule).
@@ -52,6 +53,7 @@ class Plan:
     inputs: List[str]                        # tile names of the recurrence inputs
     intra: List[str] = field(default_factory=list)
     boundary: List[str] = field(default_factory=list)
+    logs: Set[str] = field(default_factory=set)     # boundary tiles written as their log (gate products)
     scan: List[str] = field(default_factory=list)
     diagonal: Set[str] = field(default_factory=set)
     # the split schedule: 'state' and 'out' -> (definitions computed, boundary tiles read)
@@ -157,16 +159,21 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
                                f"the intra stage cannot compute it")
         if not stateful and (_dense_inverses(e, plan.diagonal) or var_names(e) & heavy):
             heavy.add(n)
+    # a chunk's prefix products of the gates: a scan along the chunk that every stage
+    # would repeat (on the GPU it cost the state scan a third of its time); the intra
+    # stage computes it once and writes its log.  What reads it is not made heavy.
+    cum = {n for n, e in defs if isinstance(e, ir.CumProd) and "S_prev" not in _closure(n, dmap)}
+    stored = heavy | cum
     def reach(exprs) -> Set[str]:
         """Definitions a stage computing ``exprs`` reads: recursively, stopping at
-        heavy ones (those are read from memory)."""
+        heavy ones and gate products (those are read from memory)."""
         seen: Set[str] = set()
 
         def walk(e):
             for n in var_names(e):
                 if n in dmap and n not in seen:
                     seen.add(n)
-                    if n not in heavy:
+                    if n not in stored:
                         walk(dmap[n])
         for e in exprs:
             walk(e)
@@ -175,17 +182,18 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
     order = [n for n, _ in defs]
     for key, name in (("state", prog.state), ("out", prog.output)):
         got = reach([final[name]])
-        plan.split[key] = ([n for n in order if n in got and n not in heavy],
-                           [n for n in order if n in got and n in heavy])
-    plan.boundary = [n for n, _ in defs if n in heavy and n in scan_needed]
+        plan.split[key] = ([n for n in order if n in got and n not in stored],
+                           [n for n in order if n in got and n in stored])
+    plan.boundary = [n for n, _ in defs if n in stored and n in scan_needed]
+    plan.logs = {n for n in plan.boundary if n in cum}
     for n in plan.boundary:
         rows, cols = dmap[n].shape()
-        if rows != "C" or cols not in ("Dk", "Dv"):
+        if rows != "C" or cols not in (("Dk", "Dv", "1") if n in cum else ("Dk", "Dv")):
             raise CodegenError(f"program {prog.name}: {n} ({rows}x{cols}) would cross stages; only "
-                               f"C x Dk and C x Dv tiles are written between kernels")
+                               f"C x Dk and C x Dv tiles (and C x 1 gate products) are written between kernels")
     intra = set(plan.boundary).union(*(_closure(n, dmap) for n in plan.boundary))
     plan.intra = [n for n, _ in defs if n in intra]
-    plan.scan = [n for n, _ in defs if n in scan_needed and n not in heavy]
+    plan.scan = [n for n, _ in defs if n in scan_needed and n not in stored]
     for n in list(plan.intra) + plan.scan:
         for sub in _dense_inverses(dmap[n], plan.diagonal):
             if not unit_lower(sub.a, dmap, plan.diagonal):

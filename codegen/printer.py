@@ -246,7 +246,7 @@ class TritonPrinter:
         return f"tl.cumsum({x}, axis=0)"
 
     def _LastRow(self, e):
-        # padded rows of a partial chunk carry log-gate 0, so row BT-1 is the last real row
+        # m_last is the last real row of the chunk (see macros.j2 rows())
         a = self.p(e.a)
         pick = "tl.trans(tl.sum(tl.where(m_last, {}, 0.), axis=0, keep_dims=True))"
         if a.log is not None:

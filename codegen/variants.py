@@ -38,18 +38,18 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # computes states and outputs) or 'split' (the sequential kernel writes every chunk's
 # S_[t-1]^C, a parallel kernel computes the outputs).  inverse16: the product type of
 # triangular inverses for 16-bit inputs.  Benchmarks may flip these at run time.
-# Warps: 8 everywhere.  Compiled offline for sm_90 (benchmarks/compile_check.py), every
-# kernel at 4 warps used 255 registers and spilled 1-8 KB per thread; at 8 warps the
-# spills shrink to a few hundred bytes.  inverse16="tf32" (as FLA's solve_tril does on
-# NVIDIA) cut the intra kernels' spills from about 2 KB to 0.3-0.7 KB against tf32x3.
-# Neither choice is timed yet: the first GPU numbers were taken at 4 warps and tf32x3.
+# Measured on the H200 at (4, 4096, 16, 128) bf16 (benchmarks/results/profile.md):
+# split beats fused for every variant (the fused scan runs the output math inside the
+# sequential loop); the parallel intra and output kernels are faster at 4 warps (GDN
+# intra 644 -> 419 us, output 540 -> 279 us), the state scan at 8.  BV 32 doubled the
+# state scan (255 registers at 8 warps: one program per SM, two waves).
 # "fp32" and "fp32_wide" (K or V over 128) override the rest for fp32 inputs: fp32
 # products ("ieee") stage their operands in shared memory at twice the bytes, and the
 # offline check put the fused scans at 229-475 KB (limit 227 KB) with 2 stages and V
 # blocks of 64; one stage and V blocks of 32 (16 when wide) keep them under it.
-_TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 8, "prep_stages": 1,
-           "out_warps": 8, "out_stages": 2, "computed_dots": "tf32", "inverse16": "tf32",
-           "schedule": "fused",
+_TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1,
+           "out_warps": 4, "out_stages": 2, "computed_dots": "tf32", "inverse16": "tf32",
+           "schedule": "split",
            "fp32": {"scan_stages": 1, "out_stages": 1, "BV": 32},
            "fp32_wide": {"BV": 16}}
 

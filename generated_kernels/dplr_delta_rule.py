@@ -11,12 +11,12 @@ import triton.language as tl
 
 from ._runtime import _inv_unit_lower, block_sizes, check_args, dot_types, effective_tiling, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 8, 'prep_stages': 1, 'out_warps': 8, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'schedule': 'fused', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate_k'))
 
 
 @triton.jit(do_not_specialize=["T"])
-def _intra_kernel(k, v, gk, a, b, out_W, out_C, scale, T,
+def _intra_kernel(k, v, gk, a, b, out_Gamma, out_W, out_C, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr):
@@ -31,15 +31,16 @@ def _intra_kernel(k, v, gk, a, b, out_W, out_C, scale, T,
     m_strict = o_t[:, None] > o_t[None, :]
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
-    m_last = (o_t == BT - 1)[:, None]
-    m_mid = (o_t == BT // 2)[:, None]
     r_t = i_t * BT + o_t
     m_r = r_t < T
-    b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    b_Alpha_log = tl.load(gk + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-    b_A = tl.load(a + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_B = tl.load(b + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    b_Alpha_log = tl.load(gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_A = tl.load(a + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_B = tl.load(b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
     b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
     b_Gamma = tl.exp(b_Gamma_log)
@@ -59,13 +60,14 @@ def _intra_kernel(k, v, gk, a, b, out_W, out_C, scale, T,
     # C = -\mathbf{E}_{[t]} \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right) \mathbf{V}_{[t]}
     b_C = (-tl.dot(tl.dot(b_E.to(DT2).to(CT2), tl.where(m_strict, tl.dot((b_Bl_c * tl.exp(b_Bl_f - tl.sum(tl.where(m_mid, b_Bl_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kr_f) + tl.trans(tl.sum(tl.where(m_mid, b_Bl_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), input_precision=PREC2).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
 
-    tl.store(out_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(out_C + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_C.to(out_C.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(out_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(out_C + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_C.to(out_C.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
 
 # T and the two flags are runtime values: fewer specialisations, fewer compiles
 @triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
-def _scan_kernel(q, k, v, gk, b, in_W, in_C, o, h0, ht, scale, T,
+def _scan_kernel(q, k, v, b, in_Gamma, in_W, in_C, o, h0, ht, scale, T,
                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, use_h0, store_ht):
@@ -80,8 +82,6 @@ def _scan_kernel(q, k, v, gk, b, in_W, in_C, o, h0, ht, scale, T,
     m_strict = o_t[:, None] > o_t[None, :]
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
-    m_last = (o_t == BT - 1)[:, None]
-    m_mid = (o_t == BT // 2)[:, None]
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_s = i_bh.to(tl.int64) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.zeros([BV, BK], dtype=tl.float32)
@@ -90,16 +90,16 @@ def _scan_kernel(q, k, v, gk, b, in_W, in_C, o, h0, ht, scale, T,
     for i_t in range(0, tl.cdiv(T, BT)):
         r_t = i_t * BT + o_t
         m_r = r_t < T
+        n_r = tl.minimum(T - i_t * BT, BT)
+        m_last = (o_t == n_r - 1)[:, None]
+        m_mid = (o_t == n_r // 2)[:, None]
         b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
         b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        b_Alpha_log = tl.load(gk + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
         b_B = tl.load(b + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+        b_Gamma_log = tl.load(in_Gamma + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
         b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_C = tl.load(in_C + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
-        b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
-        b_Gamma = tl.exp(b_Gamma_log)
         # gC = \mathbf{\Gamma}_{[t]}^{C}
         b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
         b_gC = tl.exp(b_gC_log)
@@ -127,7 +127,7 @@ def _scan_kernel(q, k, v, gk, b, in_W, in_C, o, h0, ht, scale, T,
 # the split schedule: the scan carries only the state and writes S_[t-1]^C of every chunk
 # to h; the outputs are then computed for all chunks in parallel
 @triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
-def _state_kernel(k, v, gk, b, in_W, in_C, h, h0, ht, scale, T,
+def _state_kernel(k, v, b, in_Gamma, in_W, in_C, h, h0, ht, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, use_h0, store_ht):
@@ -141,8 +141,6 @@ def _state_kernel(k, v, gk, b, in_W, in_C, h, h0, ht, scale, T,
     m_strict = o_t[:, None] > o_t[None, :]
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
-    m_last = (o_t == BT - 1)[:, None]
-    m_mid = (o_t == BT // 2)[:, None]
     NT = tl.cdiv(T, BT)
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_s = o_k[None, :] * V + o_v[:, None]
@@ -152,16 +150,16 @@ def _state_kernel(k, v, gk, b, in_W, in_C, h, h0, ht, scale, T,
     for i_t in range(0, NT):
         r_t = i_t * BT + o_t
         m_r = r_t < T
+        n_r = tl.minimum(T - i_t * BT, BT)
+        m_last = (o_t == n_r - 1)[:, None]
+        m_mid = (o_t == n_r // 2)[:, None]
         tl.store(h + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_s.to(h.dtype.element_ty), mask=m_s)
         b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        b_Alpha_log = tl.load(gk + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
         b_B = tl.load(b + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+        b_Gamma_log = tl.load(in_Gamma + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
         b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_C = tl.load(in_C + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
-        b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
-        b_Gamma = tl.exp(b_Gamma_log)
         # gC = \mathbf{\Gamma}_{[t]}^{C}
         b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
         b_gC = tl.exp(b_gC_log)
@@ -182,7 +180,7 @@ def _state_kernel(k, v, gk, b, in_W, in_C, h, h0, ht, scale, T,
 
 
 @triton.jit(do_not_specialize=["T"])
-def _out_kernel(q, k, v, gk, b, in_W, in_C, h, o, scale, T,
+def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, scale, T,
                 H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr):
@@ -197,23 +195,21 @@ def _out_kernel(q, k, v, gk, b, in_W, in_C, h, o, scale, T,
     m_strict = o_t[:, None] > o_t[None, :]
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
-    m_last = (o_t == BT - 1)[:, None]
-    m_mid = (o_t == BT // 2)[:, None]
     r_t = i_t * BT + o_t
     m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     b_s = tl.load(h + ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
-    b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    b_Alpha_log = tl.load(gk + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-    b_B = tl.load(b + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_C = tl.load(in_C + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
-    b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
-    b_Gamma = tl.exp(b_Gamma_log)
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    b_B = tl.load(b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_C = tl.load(in_C + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Ql_f = b_Gamma_log
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
@@ -227,7 +223,7 @@ def _out_kernel(q, k, v, gk, b, in_W, in_C, h, o, scale, T,
     # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],1} + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],2}   [claim dplr.fla.O, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 916, row 5]
     b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot((b_Q * tl.exp(b_Ql_f - tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kr_f) + tl.trans(tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT).to(CT), b_V1.to(DT).to(CT), input_precision=PREC)) + tl.dot(tl.where(m_incl, tl.dot((b_Q * tl.exp(b_Ql_f - tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_B) * tl.exp(tl.trans(b_Ar_f) + tl.trans(tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
 
-    tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
 
 def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_size=None):
@@ -239,23 +235,24 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
     o = torch.empty_like(v)
     ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
     h0 = initial_state if initial_state is not None else o
+    Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, W, C, scale, T,
+    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, Gamma, W, C, scale, T,
                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
                                               num_warps=til["prep_warps"], num_stages=til["prep_stages"])
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
     if til["schedule"] == "fused":
-        _scan_kernel[(triton.cdiv(V, BV), B * H)](q, k, v, gk, b, W, C, o, h0, ht, scale, T,
+        _scan_kernel[(triton.cdiv(V, BV), B * H)](q, k, v, b, Gamma, W, C, o, h0, ht, scale, T,
                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
                                                  num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     elif til["schedule"] == "split":
         NT = triton.cdiv(T, BT)
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-        _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, gk, b, W, C, h, h0, ht, scale, T,
+        _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, b, Gamma, W, C, h, h0, ht, scale, T,
                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
                                                   num_warps=til["scan_warps"], num_stages=til["scan_stages"])
-        _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, v, gk, b, W, C, h, o, scale, T,
+        _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, v, b, Gamma, W, C, h, o, scale, T,
                                                     H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
                                                     num_warps=til["out_warps"], num_stages=til["out_stages"])
     else:

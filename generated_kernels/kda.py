@@ -11,12 +11,12 @@ import triton.language as tl
 
 from ._runtime import _inv_unit_lower, block_sizes, check_args, dot_types, effective_tiling, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 8, 'prep_stages': 1, 'out_warps': 8, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'schedule': 'fused', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
 
 
 @triton.jit(do_not_specialize=["T"])
-def _intra_kernel(k, v, g, beta, out_W, out_U, scale, T,
+def _intra_kernel(k, v, g, beta, out_Gamma, out_W, out_U, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr):
@@ -31,14 +31,15 @@ def _intra_kernel(k, v, g, beta, out_W, out_U, scale, T,
     m_strict = o_t[:, None] > o_t[None, :]
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
-    m_last = (o_t == BT - 1)[:, None]
-    m_mid = (o_t == BT // 2)[:, None]
     r_t = i_t * BT + o_t
     m_r = r_t < T
-    b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    b_Alpha_log = tl.load(g + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Beta = tl.load(beta + (bos + r_t) * H + i_h, mask=m_r, other=0.).to(tl.float32)[:, None]
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    b_Alpha_log = tl.load(g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
     b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
     b_Gamma = tl.exp(b_Gamma_log)
@@ -57,13 +58,14 @@ def _intra_kernel(k, v, g, beta, out_W, out_U, scale, T,
     # U = \widetilde{\mathbf{A}}_{[t]} \text{Diag}(\boldsymbol{\beta}_{[t]}) \mathbf{V}_{[t]}
     b_U = tl.dot((b_At * tl.trans(b_DB)).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC)
 
-    tl.store(out_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(out_U + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_U.to(out_U.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(out_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(out_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_U.to(out_U.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
 
 # T and the two flags are runtime values: fewer specialisations, fewer compiles
 @triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
-def _scan_kernel(q, k, g, in_W, in_U, o, h0, ht, scale, T,
+def _scan_kernel(q, k, in_Gamma, in_W, in_U, o, h0, ht, scale, T,
                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, use_h0, store_ht):
@@ -78,8 +80,6 @@ def _scan_kernel(q, k, g, in_W, in_U, o, h0, ht, scale, T,
     m_strict = o_t[:, None] > o_t[None, :]
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
-    m_last = (o_t == BT - 1)[:, None]
-    m_mid = (o_t == BT // 2)[:, None]
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_s = i_bh.to(tl.int64) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.zeros([BV, BK], dtype=tl.float32)
@@ -88,14 +88,14 @@ def _scan_kernel(q, k, g, in_W, in_U, o, h0, ht, scale, T,
     for i_t in range(0, tl.cdiv(T, BT)):
         r_t = i_t * BT + o_t
         m_r = r_t < T
+        n_r = tl.minimum(T - i_t * BT, BT)
+        m_last = (o_t == n_r - 1)[:, None]
+        m_mid = (o_t == n_r // 2)[:, None]
         b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
         b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-        b_Alpha_log = tl.load(g + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log = tl.load(in_Gamma + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
         b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_U = tl.load(in_U + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
-        b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
-        b_Gamma = tl.exp(b_Gamma_log)
         # gC = \mathbf{\Gamma}_{[t]}^{C}
         b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
         b_gC = tl.exp(b_gC_log)
@@ -119,7 +119,7 @@ def _scan_kernel(q, k, g, in_W, in_U, o, h0, ht, scale, T,
 # the split schedule: the scan carries only the state and writes S_[t-1]^C of every chunk
 # to h; the outputs are then computed for all chunks in parallel
 @triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
-def _state_kernel(k, g, in_W, in_U, h, h0, ht, scale, T,
+def _state_kernel(k, in_Gamma, in_W, in_U, h, h0, ht, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, use_h0, store_ht):
@@ -133,8 +133,6 @@ def _state_kernel(k, g, in_W, in_U, h, h0, ht, scale, T,
     m_strict = o_t[:, None] > o_t[None, :]
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
-    m_last = (o_t == BT - 1)[:, None]
-    m_mid = (o_t == BT // 2)[:, None]
     NT = tl.cdiv(T, BT)
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_s = o_k[None, :] * V + o_v[:, None]
@@ -144,14 +142,14 @@ def _state_kernel(k, g, in_W, in_U, h, h0, ht, scale, T,
     for i_t in range(0, NT):
         r_t = i_t * BT + o_t
         m_r = r_t < T
+        n_r = tl.minimum(T - i_t * BT, BT)
+        m_last = (o_t == n_r - 1)[:, None]
+        m_mid = (o_t == n_r // 2)[:, None]
         tl.store(h + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_s.to(h.dtype.element_ty), mask=m_s)
         b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-        b_Alpha_log = tl.load(g + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log = tl.load(in_Gamma + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
         b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_U = tl.load(in_U + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
-        b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
-        b_Gamma = tl.exp(b_Gamma_log)
         # gC = \mathbf{\Gamma}_{[t]}^{C}
         b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
         b_gC = tl.exp(b_gC_log)
@@ -168,7 +166,7 @@ def _state_kernel(k, g, in_W, in_U, h, h0, ht, scale, T,
 
 
 @triton.jit(do_not_specialize=["T"])
-def _out_kernel(q, k, g, in_W, in_U, h, o, scale, T,
+def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
                 H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr):
@@ -183,21 +181,19 @@ def _out_kernel(q, k, g, in_W, in_U, h, o, scale, T,
     m_strict = o_t[:, None] > o_t[None, :]
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
-    m_last = (o_t == BT - 1)[:, None]
-    m_mid = (o_t == BT // 2)[:, None]
     r_t = i_t * BT + o_t
     m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     b_s = tl.load(h + ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
-    b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_Alpha_log = tl.load(g + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-    b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_U = tl.load(in_U + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
-    b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
-    b_Gamma = tl.exp(b_Gamma_log)
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Ql_f = b_Gamma_log
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
@@ -207,7 +203,7 @@ def _out_kernel(q, k, g, in_W, in_U, h, o, scale, T,
     # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],new}   [claim kda.O, 001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 34, row 5]
     b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot((b_Q * tl.exp(b_Ql_f - tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kr_f) + tl.trans(tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
 
-    tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
 
 def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=None):
@@ -219,23 +215,24 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     o = torch.empty_like(v)
     ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
     h0 = initial_state if initial_state is not None else o
+    Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, W, U, scale, T,
+    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, W, U, scale, T,
                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
                                               num_warps=til["prep_warps"], num_stages=til["prep_stages"])
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
     if til["schedule"] == "fused":
-        _scan_kernel[(triton.cdiv(V, BV), B * H)](q, k, g, W, U, o, h0, ht, scale, T,
+        _scan_kernel[(triton.cdiv(V, BV), B * H)](q, k, Gamma, W, U, o, h0, ht, scale, T,
                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
                                                  num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     elif til["schedule"] == "split":
         NT = triton.cdiv(T, BT)
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-        _state_kernel[(triton.cdiv(V, BV), B * H)](k, g, W, U, h, h0, ht, scale, T,
+        _state_kernel[(triton.cdiv(V, BV), B * H)](k, Gamma, W, U, h, h0, ht, scale, T,
                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
                                                   num_warps=til["scan_warps"], num_stages=til["scan_stages"])
-        _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, g, W, U, h, o, scale, T,
+        _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, Gamma, W, U, h, o, scale, T,
                                                     H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
                                                     num_warps=til["out_warps"], num_stages=til["out_stages"])
     else:

@@ -103,3 +103,19 @@ def test_header_names_the_derivation_and_claims():
 def test_unknown_variant_is_an_input_error(capsys):
     assert cli.main(["gen", "--check", "--variant", "nope"]) == 2
     assert "unknown variant 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["gla", "gated_delta_rule", "kda", "dplr_delta_rule"])
+def test_gate_prefix_products_are_computed_once(name):
+    """The chunk's cumulative gate is computed by the intra kernel, written as its log,
+    and read (never recomputed) by the sequential and output kernels."""
+    p = plan.load_variant(BY_NAME[name])
+    cum = {n for n, e in p.defs if isinstance(e, ir.CumProd)}
+    assert cum and p.logs == cum & set(p.boundary)
+    assert cum <= set(p.intra) and not cum & set(p.scan)
+    src = gen.render_variant(BY_NAME[name], plan=p)
+    for kernel in ("_state_kernel", "_out_kernel"):
+        body = src.split(f"def {kernel}(")[1].split("\n\n\n")[0]
+        for n in p.logs:
+            assert f"b_{n}_log = tl.load(in_{n}" in body
+            assert "tl.cumsum" not in body and "m_incl, tl.trans(" not in body
