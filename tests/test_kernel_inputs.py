@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import generated_kernels as G
-from tests.kernel_cases import make_inputs
+from verify.fuzz.cases import make_inputs
 
 
 def _gla(**over):

@@ -11,8 +11,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.kernel_cases import FUNCS, VARIANTS, make_inputs
-from tests.kernel_ref import recurrence, rel_rms
+from verify.fuzz.cases import VARIANTS, kernel, make_inputs
+from verify.fuzz.reference import recurrence, rel_rms
 
 # (B, T, H, K, V): T = 1, T below, at and above the chunk size 64, K != V
 CPU_BUCKETS = [(1, 1, 1, 16, 16), (1, 37, 2, 16, 32), (2, 64, 1, 32, 16), (1, 130, 1, 16, 24)]
@@ -38,7 +38,7 @@ def schedule(name, which):
 def _run(name, bucket, seed, h0, dtype, device, sched="fused"):
     args, ref, state = make_inputs(name, *bucket, seed=seed, dtype=dtype, device=device, h0=h0)
     with torch.no_grad(), schedule(name, sched):
-        o, ht = FUNCS[name](*args, initial_state=state, output_final_state=True)
+        o, ht = kernel(name)(*args, initial_state=state, output_final_state=True)
     ro, rh = recurrence(name, initial_state=state, **ref)
     assert o.shape == ro.shape and o.dtype == args[0].dtype
     assert ht.shape == rh.shape and ht.dtype == torch.float32
@@ -66,7 +66,7 @@ def test_interpreter_16bit_runs_close(name, dtype, sched):
 
 def test_no_final_state_unless_asked():
     args, _, _ = make_inputs("gla", 1, 5, 1, 16, 16, seed=0)
-    o, ht = FUNCS["gla"](*args)
+    o, ht = kernel("gla")(*args)
     assert ht is None and o.shape == (1, 5, 1, 16)
 
 
@@ -122,7 +122,7 @@ def test_strong_decay(name, per_step):
     ref["g"] = args[gi]
     for sched in SCHEDULES:
         with schedule(name, sched):
-            o, ht = FUNCS[name](*args, initial_state=state, output_final_state=True)
+            o, ht = kernel(name)(*args, initial_state=state, output_final_state=True)
         ro, rh = recurrence(name, initial_state=state, **ref)
         assert torch.isfinite(o).all() and torch.isfinite(ht).all()
         assert rel_rms(o, ro) <= FP32_TOL and rel_rms(ht, rh) <= FP32_TOL

@@ -1,0 +1,99 @@
+"""`chunkproof fuzz`: the campaign runs, its properties catch broken kernels, and the
+failing seeds it saves are replayed here."""
+import json
+import os
+
+import pytest
+import torch
+
+from verify import cli
+from verify.fuzz import cases
+from verify.fuzz.campaign import check, run_campaign, save_failures
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAVED = os.path.join(ROOT, "tests", "fuzz_failures.json")
+
+
+def _saved():
+    if not os.path.exists(SAVED):
+        return []
+    with open(SAVED) as f:
+        return [r for r in json.load(f) if r["device"] == "cpu" or torch.cuda.is_available()]
+
+
+@pytest.mark.parametrize("rec", _saved(), ids=lambda r: f"{r['variant']}-{r['property']}-{r['seed']}-{r['dtype']}")
+def test_saved_failing_seeds_now_pass(rec):
+    ok, err, tol, out = check(rec["variant"], rec["property"], rec["seed"], rec["device"], rec["dtype"])
+    assert ok, f"{out['example']}: {out['detail']} (error {err:.2e} > {tol:.1e})"
+
+
+def test_campaign_cli_prints_the_table(capsys):
+    rc = cli.main(["fuzz", "--variant", "kda", "--examples", "1", "--no-save", "-q",
+                   "--property", "matches_fp64", "--property", "split_sequence"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "| matches_fp64 | kda | 1 | 0 |" in out and "| split_sequence | kda | 1 | 0 |" in out
+
+
+def _broken(monkeypatch, name, how):
+    """Replace the public function of generated_kernels.<name> by a broken one."""
+    mod = cases.module(name)
+    real = getattr(mod, cases.API[name])
+
+    def fn(*args, initial_state=None, output_final_state=False, **kw):
+        if how == "ignores_state":
+            initial_state = None
+        o, ht = real(*args, initial_state=initial_state, output_final_state=output_final_state, **kw)
+        if how == "peeks_ahead":        # output t sees token t+1
+            o = o + 1e-2 * torch.roll(o, -1, dims=1)
+        elif how == "off_by_a_little":
+            o = o * 1.001
+        elif how == "skips_last_row":   # the last position is never written
+            o = o.clone()
+            o[:, -1:] = mod.torch.empty_like(o[:, -1:])
+        return o, ht
+    monkeypatch.setattr(mod, cases.API[name], fn)
+
+
+@pytest.mark.parametrize("how, prop", [("peeks_ahead", "causality"), ("ignores_state", "split_sequence"),
+                                       ("off_by_a_little", "matches_fp64"), ("skips_last_row", "poisoned_outputs")])
+def test_properties_catch_broken_kernels(monkeypatch, how, prop):
+    name = "gated_delta_rule"
+    ok_before, *_ = check(name, prop, 3, "cpu", "fp32")
+    assert ok_before
+    _broken(monkeypatch, name, how)
+    ok, err, tol, rec = check(name, prop, 3, "cpu", "fp32")
+    assert not ok and rec["detail"], rec
+
+
+def test_a_crash_is_a_recorded_failure(monkeypatch):
+    mod = cases.module("gla")
+
+    def boom(*a, **k):
+        raise RuntimeError("kernel exploded")
+    monkeypatch.setattr(mod, "chunk_gla", boom)
+    cells = run_campaign(["gla"], ["matches_fp64"], "cpu", "fp32", 2, 0, quiet=True)
+    c = cells[("matches_fp64", "gla")]
+    assert c.failures == 2 and "kernel exploded" in c.failed[0]["detail"]
+
+
+def test_failures_are_merged_not_duplicated(tmp_path, monkeypatch):
+    mod = cases.module("gla")
+    monkeypatch.setattr(mod, "chunk_gla", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("x")))
+    cells = run_campaign(["gla"], ["causality"], "cpu", "fp32", 2, 5, quiet=True)
+    path = str(tmp_path / "f.json")
+    assert save_failures(path, cells) == 2
+    assert save_failures(path, cells) == 0
+    with open(path) as f:
+        recs = json.load(f)
+    assert [r["seed"] for r in recs] == [5, 6] and all(r["error"] == "inf" for r in recs)
+
+
+def test_bad_arguments_are_input_errors(capsys):
+    assert cli.main(["fuzz", "--variant", "nope", "--examples", "1"]) == cli.EXIT_INPUT
+    assert "unknown variant 'nope'" in capsys.readouterr().err
+    assert cli.main(["fuzz", "--variant", "gla", "--examples", "0"]) == cli.EXIT_INPUT
+    assert cli.main(["fuzz", "--variant", "gla", "--property", "nope", "--examples", "1"]) == cli.EXIT_INPUT
+    if not torch.cuda.is_available():
+        assert cli.main(["fuzz", "--device", "cuda", "--examples", "1"]) == cli.EXIT_INPUT
+        assert "no CUDA device" in capsys.readouterr().err

@@ -1,0 +1,77 @@
+"""Inputs for the generated kernels, drawn the way FLA's tests draw them: log-sigmoid
+gates, unit keys for the delta rules, beta in (0, 1), a stable DPLR transition; and
+the extreme regimes the fuzz campaign adds (gates near 0, -20 per step, a chunk whose
+cumulative decay underflows fp32; beta at 0 and 1)."""
+import importlib
+
+import torch
+import torch.nn.functional as F
+
+VARIANTS = ["gla", "gated_delta_rule", "kda", "dplr_delta_rule"]
+API = {"gla": "chunk_gla", "gated_delta_rule": "chunk_gated_delta_rule", "kda": "chunk_kda",
+       "dplr_delta_rule": "chunk_dplr_delta_rule"}
+GATES = ("typical", "near0", "strong", "underflow")
+BETAS = ("random", "zero", "one")
+
+
+def module(name):
+    """generated_kernels.<name>, imported on first use (so that a caller can set
+    TRITON_INTERPRET before triton is imported)."""
+    return importlib.import_module(f"generated_kernels.{name}")
+
+
+def kernel(name):
+    return getattr(module(name), API[name])
+
+
+def _gates(shape, regime, r, gen):
+    if regime == "typical":
+        return F.logsigmoid(r(*shape))
+    if regime == "near0":
+        return -1e-4 * torch.rand(*shape, generator=gen, dtype=torch.float64)
+    if regime == "strong":
+        return -20.0 + 0.5 * torch.rand(*shape, generator=gen, dtype=torch.float64)
+    if regime == "underflow":
+        # typical gates, and one 64-step window at -3 per step: -192 over a chunk, past
+        # fp32's exp range (about -103)
+        g = F.logsigmoid(r(*shape))
+        T = shape[1]
+        start = int(torch.randint(0, max(1, T - 63), (1,), generator=gen))
+        g[:, start:start + 64] = -3.0
+        return g
+    raise ValueError(f"unknown gate regime {regime!r}; expected one of {', '.join(GATES)}")
+
+
+def make_inputs(name, B, T, H, K, V, seed, dtype=torch.float32, device="cpu", h0=False,
+                gates="typical", beta="random"):
+    """(positional args of the API, reference kwargs, initial state or None)."""
+    gen = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
+    q, k, v = r(B, T, H, K), r(B, T, H, K), r(B, T, H, V)
+    b_ = torch.rand(B, T, H, generator=gen, dtype=torch.float64)
+    if beta == "zero":
+        b_ = torch.zeros_like(b_)
+    elif beta == "one":
+        b_ = torch.ones_like(b_)
+    elif beta != "random":
+        raise ValueError(f"unknown beta regime {beta!r}; expected one of {', '.join(BETAS)}")
+    g = _gates((B, T, H) if name == "gated_delta_rule" else (B, T, H, K), gates, r, gen)
+    if name in ("gated_delta_rule", "kda"):
+        k = F.normalize(k, dim=-1)
+    a = b = None
+    if name == "dplr_delta_rule":
+        u = F.normalize(r(B, T, H, K), dim=-1)
+        a, b = -b_[..., None] * u, u       # Diag(alpha) - beta u u^T: contracting
+    state = r(B, H, K, V) if h0 else None
+    cast = lambda x: None if x is None else x.to(dtype).to(device)  # noqa: E731
+    q, k, v, g, b_, a, b = map(cast, (q, k, v, g, b_, a, b))
+    if state is not None:
+        state = state.to(torch.float32).to(device)
+    args = {"gla": (q, k, v, g), "gated_delta_rule": (q, k, v, g, b_), "kda": (q, k, v, g, b_),
+            "dplr_delta_rule": (q, k, v, a, b, g)}[name]
+    ref = dict(q=q, k=k, v=v, g=g)
+    if name in ("gated_delta_rule", "kda"):
+        ref["beta"] = b_
+    if name == "dplr_delta_rule":
+        ref.update(a=a, b=b)
+    return args, ref, state
