@@ -1,5 +1,6 @@
-"""The chunk inverse (I + L)^{-1} alone: the generated kernels' `_inv_unit_lower` against
-candidate forms, on N random 64 x 64 strictly lower L.  Accuracy vs torch fp64 and, on a
+"""The chunk inverse (I + L)^{-1} alone: the generated kernels' `_inv_unit_lower` (the
+stacked 16 x 16 substitution; "stacked" in results/logs/inverse_bench.log, measured before
+it moved into the kernels) against other forms, on N random 64 x 64 strictly lower L.  Accuracy vs torch fp64 and, on a
 GPU, time per launch (one program per matrix, like the intra kernel).
 
     python benchmarks/inverse_bench.py [--n 4096] [--prec tf32|ieee]   (CPU: TRITON_INTERPRET=1, small n)
@@ -19,28 +20,21 @@ from generated_kernels._runtime import _inv_unit_lower as inv_current  # noqa: E
 
 
 @triton.jit
-def inv_stacked(x, m_strict, m_eye, BT: tl.constexpr, IPREC: tl.constexpr):
-    # as inv_current, but the 16-row substitution runs on the [BT/16, 16, 16] stack of
-    # diagonal blocks (batched 16 x 16 dots) instead of full BT x BT dots
-    NB: tl.constexpr = BT // 16
+def inv_full_tiles(x, m_strict, m_eye, BT: tl.constexpr, IPREC: tl.constexpr):
+    # the previous form: the same 16-row substitution, but every step a full BT x BT dot
+    # (1.7x slower on the H200 than the stacked 16 x 16 blocks the kernels use now)
     o_t = tl.arange(0, BT)
     same = (o_t[:, None] // 16) == (o_t[None, :] // 16)
     b_l = tl.where(m_strict, x, 0.)
-    o_b = tl.arange(0, NB)
-    o_r = tl.arange(0, 16)
-    diag4 = (o_b[:, None, None, None] == o_b[None, :, None, None])
-    l4 = tl.permute(tl.reshape(b_l, [NB, 16, NB, 16]), [0, 2, 1, 3])
-    ld = tl.sum(tl.where(diag4, l4, 0.), axis=1)
-    y = tl.where((o_r[:, None] == o_r[None, :])[None, :, :], 1., 0.) + tl.zeros([NB, 16, 16], dtype=tl.float32)
-    for j in range(1, 16):
-        sel = (o_r == j)[None, :, None]
-        y = tl.where(sel, y - tl.dot(tl.where(sel, ld, 0.), y, input_precision=IPREC), y)
-    y4 = tl.where(diag4, tl.reshape(y, [NB, 1, 16, 16]), 0.)
-    b_y = tl.reshape(tl.permute(y4, [0, 2, 1, 3]), [BT, BT])
+    b_ld = tl.where(same, b_l, 0.)
     b_eye = tl.where(m_eye, 1., 0.)
+    b_y = b_eye
+    for j in range(1, 16):
+        sel = ((o_t % 16) == j)[:, None]
+        b_y = tl.where(sel, b_y - tl.dot(tl.where(sel, b_ld, 0.), b_y, input_precision=IPREC), b_y)
     b_m = -tl.dot(b_y, tl.where(same, 0., b_l), input_precision=IPREC)
     b_inv = b_eye
-    for _ in tl.static_range(1, NB):
+    for _ in tl.static_range(1, BT // 16):
         b_inv = b_eye + tl.dot(b_m, b_inv, input_precision=IPREC)
     return tl.dot(b_inv, b_y, input_precision=IPREC)
 
@@ -58,11 +52,11 @@ def _kernel(X, Y, BT: tl.constexpr, IPREC: tl.constexpr, MODE: tl.constexpr):
     elif MODE == 1:
         r = inv_current(x, m_strict, m_eye, BT, IPREC)
     else:
-        r = inv_stacked(x, m_strict, m_eye, BT, IPREC)
+        r = inv_full_tiles(x, m_strict, m_eye, BT, IPREC)
     tl.store(Y + off, r)
 
 
-MODES = {"copy": 0, "current": 1, "stacked": 2}
+MODES = {"copy": 0, "current": 1, "full_tiles": 2}
 
 
 def main(argv=None):

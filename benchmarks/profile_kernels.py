@@ -76,7 +76,7 @@ def main(argv=None):
     p.add_argument("--shape", default="4,4096,16,128")
     p.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
     p.add_argument("--iters", type=int, default=10)
-    p.add_argument("--inverse", default="", help="'stacked': swap in benchmarks/inverse_bench.py's candidate "
+    p.add_argument("--inverse", default="", help="'full_tiles': swap in benchmarks/inverse_bench.py's previous "
                    "inverse before compiling (an experiment; the generated files are not touched)")
     p.add_argument("--budget", type=float, default=1e9, help="stop starting new configs after this many seconds")
     args = p.parse_args(argv)
@@ -98,9 +98,9 @@ def main(argv=None):
         inp = make_inputs(variant, B, T, H, D, dtype, torch.float32, "cuda", seed=0)
         scale = D ** -0.5
         mod = importlib.import_module(f"generated_kernels.{variant}")
-        if args.inverse == "stacked" and hasattr(mod, "_inv_unit_lower"):
-            from inverse_bench import inv_stacked
-            mod._inv_unit_lower = inv_stacked   # resolved from the module's globals at compile time
+        if args.inverse == "full_tiles" and hasattr(mod, "_inv_unit_lower"):
+            from inverse_bench import inv_full_tiles
+            mod._inv_unit_lower = inv_full_tiles   # resolved from the module's globals at compile time
         fn = getattr(mod, OURS_NAME[variant])
         parts.append(f"## {variant}\n")
         for cfg_text in [c for c in args.configs.split(";") if c.strip()]:

@@ -225,6 +225,15 @@ class TritonPrinter:
                 # entries above the diagonal, where it can overflow, are discarded
                 xy = self._dot(Val(x.code, x.shape, raw=x.raw), Val(y.code, y.shape, raw=y.raw))
                 return Val(f"tl.where({MASKS[e.kind]}, {xy} * tl.exp({x.fac} + {y.fac}), 0.)", e.shape())
+            d = e.a.a.shape()[1]
+            if x.fac is not None and y.fac is not None and x.facshape == ("C", d) \
+                    and y.facshape == (d, "C") and d != "1":
+                # the same with a gate per row and channel: no one rescaling keeps a
+                # chunk's factors in range at strong decay; the runtime forms the masked
+                # product by blocks with every exponent <= 0 (_masked_gated_dot)
+                strict = "True" if e.kind == "M-1" else "False"
+                return Val(f"_masked_gated_dot({x.code}, {x.fac}, {y.code}, {y.fac}, {MASKS[e.kind]}, m_mid, "
+                           f"{strict}, GS, BT, DT2, CT2, PREC2)", e.shape())
         a = self.p(e.a)
         return Val(f"tl.where({MASKS[e.kind]}, {self.dense(a)}, 0.)", e.shape(), raw=a.raw and a.fac is None)
 

@@ -43,12 +43,15 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # sequential loop); the parallel intra and output kernels are faster at 4 warps (GDN
 # intra 644 -> 419 us, output 540 -> 279 us), the state scan at 8.  BV 32 doubled the
 # state scan (255 registers at 8 warps: one program per SM, two waves).
+# gate_products: how a masked product with vector gates is formed ("stable": by 16-row
+# blocks, never overflowing; "rebalanced": one product shifted by the middle row, which
+# overflows past about -170 of decay per chunk).  Not yet timed on the GPU.
 # "fp32" and "fp32_wide" (K or V over 128) override the rest for fp32 inputs: fp32
 # products ("ieee") stage their operands in shared memory at twice the bytes, and the
 # offline check put the fused scans at 229-475 KB (limit 227 KB) with 2 stages and V
 # blocks of 64; one stage and V blocks of 32 (16 when wide) keep them under it.
 _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1,
-           "out_warps": 4, "out_stages": 2, "computed_dots": "tf32", "inverse16": "tf32",
+           "out_warps": 4, "out_stages": 2, "computed_dots": "tf32", "inverse16": "tf32", "gate_products": "stable",
            "schedule": "split",
            "fp32": {"scan_stages": 1, "out_stages": 1, "BV": 32},
            "fp32_wide": {"BV": 16}}

@@ -45,6 +45,68 @@ def _inv_unit_lower(x, m_strict, m_eye, BT: tl.constexpr, IPREC: tl.constexpr):
     return tl.dot(b_inv, b_y, input_precision=IPREC)
 
 
+@triton.jit
+def _masked_gated_dot(a, fa, b, fb, m_keep, m_mid, STRICT: tl.constexpr, STABLE: tl.constexpr,
+                      BT: tl.constexpr, DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr):
+    # P[i, j] = sum_d a[i, d] b[d, j] exp(fa[i, d] + fb[d, j]) where m_keep (on and below
+    # the diagonal, or strictly below if STRICT), for a: [BT, D], b: [D, BT] and the log
+    # factors of decaying gates (fa non-increasing down the rows, fa[i] + fb[:, j] <= 0
+    # for i >= j).
+    # STABLE (TILING gate_products="stable"): no exponent that is evaluated exceeds 0,
+    # whatever the decay:
+    # - a block of 16 rows I against the columns before it: the reference row r = 16 I
+    #   splits exp(fa_i + fb_j) into exp(fa_i - fa_r) exp(fa_r + fb_j), both <= 1, and
+    #   the block is one product;
+    # - the 16 x 16 diagonal blocks: exp(fa_i + fb_j) entry by entry, one column j at a
+    #   time, in fp32 (the stack of blocks is [BT/16, 16, D]).
+    # Otherwise ("rebalanced"): one product with both factors shifted by the middle row;
+    # it overflows once a chunk's decay in a channel passes about -170.
+    if STABLE:
+        NB: tl.constexpr = BT // 16
+        D: tl.constexpr = a.shape[1]
+        o_t = tl.arange(0, BT)
+        o_r = tl.arange(0, 16)
+        o_b = tl.arange(0, NB)
+        neg = float("-inf")
+        p = tl.zeros([BT, BT], dtype=tl.float32)
+        for I in tl.static_range(1, NB):
+            f_r = tl.sum(tl.where((o_t == 16 * I)[:, None], fa, 0.), axis=0, keep_dims=True)
+            a_i = a * tl.exp(tl.where(((o_t // 16) == I)[:, None], fa - f_r, neg))
+            b_i = b * tl.exp(tl.where((o_t < 16 * I)[None, :], fb + tl.trans(f_r), neg))
+            p += tl.dot(a_i.to(DT2).to(CT2), b_i.to(DT2).to(CT2), input_precision=PREC2)
+        a3 = tl.reshape(a.to(tl.float32), [NB, 16, D])
+        f3 = tl.reshape(fa, [NB, 16, D])
+        b3 = tl.reshape(tl.trans(b).to(tl.float32), [NB, 16, D])
+        g3 = tl.reshape(tl.trans(fb), [NB, 16, D])
+        p3 = tl.zeros([NB, 16, 16], dtype=tl.float32)
+        for j in range(16):
+            sel = (o_r == j)[None, :, None]
+            b_j = tl.sum(tl.where(sel, b3, 0.), axis=1, keep_dims=True)
+            g_j = tl.sum(tl.where(sel, g3, 0.), axis=1, keep_dims=True)
+            if STRICT:
+                keep = (o_r > j)[None, :, None]
+            else:
+                keep = (o_r >= j)[None, :, None]
+            col = tl.sum(a3 * b_j * tl.exp(tl.where(keep, f3 + g_j, neg)), axis=2)
+            p3 = tl.where((o_r == j)[None, None, :], col[:, :, None], p3)
+        on_diag = o_b[:, None, None, None] == o_b[None, :, None, None]
+        p += tl.reshape(tl.permute(tl.where(on_diag, tl.reshape(p3, [NB, 1, 16, 16]), 0.), [0, 2, 1, 3]), [BT, BT])
+    else:
+        mid = tl.sum(tl.where(m_mid, fa, 0.), axis=0, keep_dims=True)
+        p = tl.dot((a * tl.exp(fa - mid)).to(DT2).to(CT2), (b * tl.exp(fb + tl.trans(mid))).to(DT2).to(CT2),
+                   input_precision=PREC2)
+        p = tl.where(m_keep, p, 0.)
+    return p
+
+
+def gate_products(tiling):
+    """The GS constexpr: True for TILING gate_products "stable", False for "rebalanced"."""
+    mode = tiling.get("gate_products", "stable")
+    if mode not in ("stable", "rebalanced"):
+        raise ValueError(f"TILING['gate_products'] must be 'stable' or 'rebalanced', got {mode!r}")
+    return mode == "stable"
+
+
 def effective_tiling(tiling, dtype, K, V):
     """TILING with its per-dtype overrides applied (see codegen/variants.py)."""
     t = {k: v for k, v in tiling.items() if not isinstance(v, dict)}

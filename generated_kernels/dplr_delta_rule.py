@@ -9,9 +9,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._runtime import _inv_unit_lower, block_sizes, check_args, dot_types, effective_tiling, refuse_grad  # noqa: F401
+from ._runtime import _inv_unit_lower, _masked_gated_dot, block_sizes, check_args, dot_types, effective_tiling, gate_products, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate_k'))
 
 
@@ -19,7 +19,7 @@ ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate
 def _intra_kernel(k, v, gk, a, b, out_Gamma, out_W, out_C, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr):
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -52,13 +52,13 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_W, out_C, scale, T,
     b_Bl_c = (-b_A.to(tl.float32))
     b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
     # F = \mathbf{I} + \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_F = (tl.where(m_eye, 1.0, 0.) + tl.where(m_strict, tl.dot((b_Bl_c * tl.exp(b_Bl_f - tl.sum(tl.where(m_mid, b_Bl_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_B) * tl.exp(tl.trans(b_Ar_f) + tl.trans(tl.sum(tl.where(m_mid, b_Bl_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.))
+    b_F = (tl.where(m_eye, 1.0, 0.) + _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_B), tl.trans(b_Ar_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))
     # E = \left(\mathbf{F}_{[t]}\right)^{-1}
     b_E = _inv_unit_lower(b_F, m_strict, m_eye, BT, IPREC)
     # W = \mathbf{E}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}
     b_W = tl.dot(b_E.to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)
     # C = -\mathbf{E}_{[t]} \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right) \mathbf{V}_{[t]}
-    b_C = (-tl.dot(tl.dot(b_E.to(DT2).to(CT2), tl.where(m_strict, tl.dot((b_Bl_c * tl.exp(b_Bl_f - tl.sum(tl.where(m_mid, b_Bl_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kr_f) + tl.trans(tl.sum(tl.where(m_mid, b_Bl_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), input_precision=PREC2).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
+    b_C = (-tl.dot(tl.dot(b_E.to(DT2).to(CT2), _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), input_precision=PREC2).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
 
     tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
@@ -70,7 +70,7 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_W, out_C, scale, T,
 def _scan_kernel(q, k, v, b, in_Gamma, in_W, in_C, o, h0, ht, scale, T,
                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, use_h0, store_ht):
+                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
     # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -98,6 +98,7 @@ def _scan_kernel(q, k, v, b, in_Gamma, in_W, in_C, o, h0, ht, scale, T,
         b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
         b_B = tl.load(b + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_Gamma_log = tl.load(in_Gamma + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
         b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_C = tl.load(in_C + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
         # gC = \mathbf{\Gamma}_{[t]}^{C}
@@ -114,7 +115,7 @@ def _scan_kernel(q, k, v, b, in_Gamma, in_W, in_C, o, h0, ht, scale, T,
         # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
         b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
         # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],1} + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],2}   [claim dplr.fla.O, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 916, row 5]
-        b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_incl, tl.dot((b_Q * tl.exp(b_Ql_f - tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kr_f) + tl.trans(tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT).to(CT), b_V1.to(DT).to(CT), input_precision=PREC)) + tl.dot(tl.where(m_incl, tl.dot((b_Q * tl.exp(b_Ql_f - tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_B) * tl.exp(tl.trans(b_Ar_f) + tl.trans(tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
+        b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT).to(CT), b_V1.to(DT).to(CT), input_precision=PREC)) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
         # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],1}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],2}^\top \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim dplr.fla.S, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 902, row 4]
         b_S = (((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_V1).to(DT).to(CT), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT).to(CT), input_precision=PREC)) + tl.dot(tl.trans(b_V2).to(DT2).to(CT2), (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
 
@@ -130,7 +131,7 @@ def _scan_kernel(q, k, v, b, in_Gamma, in_W, in_C, o, h0, ht, scale, T,
 def _state_kernel(k, v, b, in_Gamma, in_W, in_C, h, h0, ht, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, use_h0, store_ht):
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -158,6 +159,7 @@ def _state_kernel(k, v, b, in_Gamma, in_W, in_C, h, h0, ht, scale, T,
         b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
         b_B = tl.load(b + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_Gamma_log = tl.load(in_Gamma + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
         b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_C = tl.load(in_C + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
         # gC = \mathbf{\Gamma}_{[t]}^{C}
@@ -183,7 +185,7 @@ def _state_kernel(k, v, b, in_Gamma, in_W, in_C, h, h0, ht, scale, T,
 def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, scale, T,
                 H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr):
+                DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -208,6 +210,7 @@ def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, scale, T,
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     b_B = tl.load(b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
     b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_C = tl.load(in_C + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
@@ -221,7 +224,7 @@ def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, scale, T,
     # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
     b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
     # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],1} + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],2}   [claim dplr.fla.O, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 916, row 5]
-    b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot((b_Q * tl.exp(b_Ql_f - tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kr_f) + tl.trans(tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT).to(CT), b_V1.to(DT).to(CT), input_precision=PREC)) + tl.dot(tl.where(m_incl, tl.dot((b_Q * tl.exp(b_Ql_f - tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_B) * tl.exp(tl.trans(b_Ar_f) + tl.trans(tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
+    b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT).to(CT), b_V1.to(DT).to(CT), input_precision=PREC)) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
@@ -232,6 +235,7 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
     til = effective_tiling(TILING, q.dtype, K, V)
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
     types = dot_types(q.dtype, q.device, til["computed_dots"], til["inverse16"])
+    types["GS"] = gate_products(til)
     o = torch.empty_like(v)
     ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
     h0 = initial_state if initial_state is not None else o

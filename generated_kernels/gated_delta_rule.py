@@ -9,9 +9,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._runtime import _inv_unit_lower, block_sizes, check_args, dot_types, effective_tiling, refuse_grad  # noqa: F401
+from ._runtime import _inv_unit_lower, _masked_gated_dot, block_sizes, check_args, dot_types, effective_tiling, gate_products, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_h'), ('beta', 'head'))
 
 
@@ -19,7 +19,7 @@ ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_h'), ('beta', 'head'))
 def _intra_kernel(k, v, g, beta, out_Gamma, out_Wl, out_U, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr):
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -66,7 +66,7 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_Wl, out_U, scale, T,
 def _scan_kernel(q, k, in_Gamma, in_Wl, in_U, o, h0, ht, scale, T,
                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, use_h0, store_ht):
+                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
     # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -92,6 +92,7 @@ def _scan_kernel(q, k, in_Gamma, in_Wl, in_U, o, h0, ht, scale, T,
         b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
         b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_Gamma_log = tl.load(in_Gamma + (bos + r_t) * H + i_h, mask=m_r, other=0.).to(tl.float32)[:, None]
+        b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
         b_Wl = tl.load(in_Wl + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_U = tl.load(in_U + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
         # gC = \boldsymbol{\gamma}_{[t]}^{C}
@@ -120,7 +121,7 @@ def _scan_kernel(q, k, in_Gamma, in_Wl, in_U, o, h0, ht, scale, T,
 def _state_kernel(k, in_Gamma, in_Wl, in_U, h, h0, ht, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, use_h0, store_ht):
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -146,6 +147,7 @@ def _state_kernel(k, in_Gamma, in_Wl, in_U, h, h0, ht, scale, T,
         tl.store(h + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_s.to(h.dtype.element_ty), mask=m_s)
         b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_Gamma_log = tl.load(in_Gamma + (bos + r_t) * H + i_h, mask=m_r, other=0.).to(tl.float32)[:, None]
+        b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
         b_Wl = tl.load(in_Wl + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_U = tl.load(in_U + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
         # gC = \boldsymbol{\gamma}_{[t]}^{C}
@@ -167,7 +169,7 @@ def _state_kernel(k, in_Gamma, in_Wl, in_U, h, h0, ht, scale, T,
 def _out_kernel(q, k, in_Gamma, in_Wl, in_U, h, o, scale, T,
                 H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr):
+                DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -190,6 +192,7 @@ def _out_kernel(q, k, in_Gamma, in_Wl, in_U, h, o, scale, T,
     b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
+    b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
     b_Wl = tl.load(in_Wl + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]}  (its gate factor, in log space)
@@ -210,6 +213,7 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     til = effective_tiling(TILING, q.dtype, K, V)
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
     types = dot_types(q.dtype, q.device, til["computed_dots"], til["inverse16"])
+    types["GS"] = gate_products(til)
     o = torch.empty_like(v)
     ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
     h0 = initial_state if initial_state is not None else o

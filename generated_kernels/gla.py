@@ -9,9 +9,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._runtime import _inv_unit_lower, block_sizes, check_args, dot_types, effective_tiling, refuse_grad  # noqa: F401
+from ._runtime import _inv_unit_lower, _masked_gated_dot, block_sizes, check_args, dot_types, effective_tiling, gate_products, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'))
 
 
@@ -19,7 +19,7 @@ ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'))
 def _intra_kernel(g, out_Gamma, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr):
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -49,7 +49,7 @@ def _intra_kernel(g, out_Gamma, scale, T,
 def _scan_kernel(q, k, v, in_Gamma, o, h0, ht, scale, T,
                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, use_h0, store_ht):
+                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
     # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -76,6 +76,7 @@ def _scan_kernel(q, k, v, in_Gamma, o, h0, ht, scale, T,
         b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
         b_Gamma_log = tl.load(in_Gamma + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
         # gC = \mathbf{\Gamma}_{[t]}^{C}
         b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
         b_gC = tl.exp(b_gC_log)
@@ -84,7 +85,7 @@ def _scan_kernel(q, k, v, in_Gamma, o, h0, ht, scale, T,
         # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
         b_Kr_f = (-b_Gamma_log)
         # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t]}   [claim gla.O, 003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 94]
-        b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_incl, tl.dot((b_Q * tl.exp(b_Ql_f - tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kr_f) + tl.trans(tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
+        b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
         # S = \left(\mathbf{S}_{[t-1]}^{C} + \mathbf{V}_{[t]}^\top \overrightarrow{\mathbf{K}_{[t]}}\right) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim gla.S_C, 003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 98]
         b_S = ((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_V).to(DT).to(CT), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT).to(CT), input_precision=PREC))
 
@@ -100,7 +101,7 @@ def _scan_kernel(q, k, v, in_Gamma, o, h0, ht, scale, T,
 def _state_kernel(k, v, in_Gamma, h, h0, ht, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, use_h0, store_ht):
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -127,6 +128,7 @@ def _state_kernel(k, v, in_Gamma, h, h0, ht, scale, T,
         b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
         b_Gamma_log = tl.load(in_Gamma + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
         # gC = \mathbf{\Gamma}_{[t]}^{C}
         b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
         b_gC = tl.exp(b_gC_log)
@@ -144,7 +146,7 @@ def _state_kernel(k, v, in_Gamma, h, h0, ht, scale, T,
 def _out_kernel(q, k, v, in_Gamma, h, o, scale, T,
                 H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr):
+                DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -168,12 +170,13 @@ def _out_kernel(q, k, v, in_Gamma, h, o, scale, T,
     b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Ql_f = b_Gamma_log
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
     # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t]}   [claim gla.O, 003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 94]
-    b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot((b_Q * tl.exp(b_Ql_f - tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kr_f) + tl.trans(tl.sum(tl.where(m_mid, b_Ql_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
+    b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
 
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
@@ -184,6 +187,7 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
     til = effective_tiling(TILING, q.dtype, K, V)
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
     types = dot_types(q.dtype, q.device, til["computed_dots"], til["inverse16"])
+    types["GS"] = gate_products(til)
     o = torch.empty_like(v)
     ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
     h0 = initial_state if initial_state is not None else o

@@ -50,7 +50,9 @@ def test_mutated_claim_changes_source_and_is_refused(name):
     _with_claim_rhs(d, v.out_claim, rhs)
     mutated = gen.render_variant(v, plan=plan.build(v, d, check=False))
     assert mutated != src
-    assert "tl.where(m_strict, tl.dot((b_Q" in mutated and "tl.where(m_incl, tl.dot((b_Q" in src
+    # the masked product of Q and K is printed with the mask the claim states
+    assert "(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True," in mutated
+    assert "(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False," in src
     with pytest.raises(plan.Refused, match=f"claim {v.out_claim} .* fails"):
         plan.build(v, d)
 
