@@ -97,3 +97,32 @@ def test_bad_arguments_are_input_errors(capsys):
     if not torch.cuda.is_available():
         assert cli.main(["fuzz", "--device", "cuda", "--examples", "1"]) == cli.EXIT_INPUT
         assert "no CUDA device" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", cases.VARIANTS)
+def test_gradient_oracle_matches_finite_differences(name):
+    # the fp64 autograd oracle the backward kernels will be fuzzed against
+    from verify.fuzz.reference import recurrence, reference_grads
+    _, ref, state = cases.make_inputs(name, 1, 5, 1, 3, 2, seed=1, dtype=torch.float64, h0=True)
+    gen = torch.Generator().manual_seed(0)
+    do = torch.randn(1, 5, 1, 2, generator=gen, dtype=torch.float64)
+    dht = torch.randn(1, 1, 3, 2, generator=gen, dtype=torch.float64)
+    state = state.to(torch.float64)
+    grads = reference_grads(name, ref, do, dht, initial_state=state)
+
+    def loss(**kw):
+        o, ht = recurrence(name, **kw)
+        return float((o * do).sum() + (ht * dht).sum())
+    eps = 1e-6
+    for n, gr in grads.items():
+        x = state if n == "initial_state" else ref[n]
+        idx = tuple(int(torch.randint(0, s, (1,), generator=gen)) for s in x.shape)
+        plus, minus = x.clone(), x.clone()
+        plus[idx] += eps
+        minus[idx] -= eps
+        kw_p = dict(ref, initial_state=state) if n != "initial_state" else dict(ref, initial_state=plus)
+        kw_m = dict(ref, initial_state=state) if n != "initial_state" else dict(ref, initial_state=minus)
+        if n != "initial_state":
+            kw_p[n], kw_m[n] = plus, minus
+        fd = (loss(**kw_p) - loss(**kw_m)) / (2 * eps)
+        assert abs(fd - float(gr[idx])) <= 1e-6 * max(1.0, abs(fd)), f"{name} d{n}{idx}: fd {fd} vs {float(gr[idx])}"

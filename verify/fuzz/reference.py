@@ -26,24 +26,49 @@ def _transition(name, S, k, g, beta, a, b):
 def recurrence(name, q, k, v, g, beta=None, a=None, b=None, scale=None, initial_state=None):
     """o [B, T, H, V] and final state [B, H, K, V], in float64 on the inputs' device."""
     f = lambda x: None if x is None else x.detach().to(torch.float64)  # noqa: E731
-    q, k, v, g, beta, a, b = map(f, (q, k, v, g, beta, a, b))
-    B, T, H, K = q.shape
-    V = v.shape[-1]
-    scale = K ** -0.5 if scale is None else scale
-    o = torch.zeros(B, T, H, V, dtype=torch.float64, device=q.device)
-    S = torch.zeros(B, H, V, K, dtype=torch.float64, device=q.device)
-    if initial_state is not None:
-        S = f(initial_state).transpose(-1, -2).clone()
-    pick = lambda x, t: None if x is None else x[:, t]  # noqa: E731
-    for t in range(T):
-        kt, bt = k[:, t], pick(beta, t)
-        S = _transition(name, S, kt, g[:, t], bt, pick(a, t), pick(b, t))
-        w = v[:, t] * bt[..., None] if name in ("gated_delta_rule", "kda") else v[:, t]
-        S = S + w[..., None] * kt[:, :, None, :]
-        o[:, t] = torch.einsum("bhvk,bhk->bhv", S, q[:, t] * scale)
-    return o, S.transpose(-1, -2).contiguous()
+    with torch.no_grad():
+        o, ht = _recurrence_graph(name, *map(f, (q, k, v, g, beta, a, b)), scale=scale,
+                                  initial_state=f(initial_state))
+    return o, ht.contiguous()
 
 
 def rel_rms(x, ref):
     x = x.detach().to(torch.float64).to(ref.device)
     return float(torch.linalg.norm(x - ref) / torch.linalg.norm(ref).clamp_min(1e-30))
+
+
+def reference_grads(name, inputs, do, dht, scale=None, initial_state=None):
+    """Gradients of L = <dO, O> + <dS_T, S_T> through the fp64 recurrence, by autograd:
+    the oracle of the backward kernels.  `inputs` maps q, k, v, g (and beta, or a, b) to
+    tensors; returns {name: gradient (float64)} for every input and 'initial_state'
+    when one is given."""
+    leaves = {n: x.detach().to(torch.float64).requires_grad_(True) for n, x in inputs.items() if x is not None}
+    h0 = None
+    if initial_state is not None:
+        h0 = initial_state.detach().to(torch.float64).requires_grad_(True)
+        leaves["initial_state"] = h0
+    with torch.enable_grad():
+        o, ht = _recurrence_graph(name, scale=scale, initial_state=h0,
+                                  **{n: x for n, x in leaves.items() if n != "initial_state"})
+        loss = (o * do.to(torch.float64)).sum() + (ht * dht.to(torch.float64)).sum()
+        grads = torch.autograd.grad(loss, list(leaves.values()))
+    return dict(zip(leaves, grads))
+
+
+def _recurrence_graph(name, q, k, v, g, beta=None, a=None, b=None, scale=None, initial_state=None):
+    # float64 inputs; differentiable (reference_grads) unless called under no_grad
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    scale = K ** -0.5 if scale is None else scale
+    S = torch.zeros(B, H, V, K, dtype=torch.float64, device=q.device)
+    if initial_state is not None:
+        S = initial_state.transpose(-1, -2)
+    pick = lambda x, t: None if x is None else x[:, t]  # noqa: E731
+    outs = []
+    for t in range(T):
+        kt, bt = k[:, t], pick(beta, t)
+        S = _transition(name, S, kt, g[:, t], bt, pick(a, t), pick(b, t))
+        w = v[:, t] * bt[..., None] if name in ("gated_delta_rule", "kda") else v[:, t]
+        S = S + w[..., None] * kt[:, :, None, :]
+        outs.append(torch.einsum("bhvk,bhk->bhv", S, q[:, t] * scale))
+    return torch.stack(outs, dim=1), S.transpose(-1, -2)
