@@ -87,7 +87,8 @@ def main():
             mod.TILING[key] = int(val) if val.isdigit() else val
         til = _runtime.effective_tiling(mod.TILING, tdt, args.K, args.V)
         BT, BK, BVF, BV = _runtime.block_sizes(args.K, args.V, til["BT"], til["BV"])
-        types = _runtime.dot_types(tdt, torch.device("cuda"), til["computed_dots"], til["inverse16"])
+        types = _runtime.dot_types(tdt, torch.device("cuda"), til["computed_dots"], til["inverse16"],
+                                   til["fp32_products"])
         types["GS"] = _runtime.gate_products(til)
         for kname in ("_intra_kernel", "_scan_kernel", "_state_kernel", "_out_kernel"):
             fn = getattr(mod, kname, None)

@@ -46,12 +46,15 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # gate_products: how a masked product with vector gates is formed ("stable": by 16-row
 # blocks, never overflowing; "rebalanced": one product shifted by the middle row, which
 # overflows past about -170 of decay per chunk).  Not yet timed on the GPU.
+# fp32_products: "ieee" (measured: fp32 rel RMS 5e-7..5e-6 on the H200, but FMA loops:
+# slow, 10-300 s compiles) or "tf32x3" (tensor cores, about fp32 accuracy; not yet measured).
 # "fp32" and "fp32_wide" (K or V over 128) override the rest for fp32 inputs: fp32
 # products ("ieee") stage their operands in shared memory at twice the bytes, and the
 # offline check put the fused scans at 229-475 KB (limit 227 KB) with 2 stages and V
 # blocks of 64; one stage and V blocks of 32 (16 when wide) keep them under it.
 _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1,
            "out_warps": 4, "out_stages": 2, "computed_dots": "tf32", "inverse16": "tf32", "gate_products": "stable",
+           "fp32_products": "ieee",
            "schedule": "split",
            "fp32": {"scan_stages": 1, "out_stages": 1, "BV": 32},
            "fp32_wide": {"BV": 16}}

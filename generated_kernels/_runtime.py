@@ -123,12 +123,14 @@ def block_sizes(K, V, chunk_size, bv):
     return chunk_size, bk, bv_full, min(bv, bv_full)
 
 
-def dot_types(dtype, device, computed_dots="tf32", inverse16="tf32x3"):
+def dot_types(dtype, device, computed_dots="tf32", inverse16="tf32x3", fp32_products="ieee"):
     """The product types, as kernel constexprs.  A product with a tile read from memory
     rounds both operands to DT and multiplies in CT with PREC; a product of two computed
     tiles uses DT2/CT2/PREC2; triangular inverses multiply fp32 tiles with IPREC.
 
-    - fp32 inputs: everything fp32-accurate ("ieee"), never tf32.
+    - fp32 inputs: everything fp32-accurate, never tf32: ``fp32_products`` "ieee" (exact
+      fp32 products; sm_90 has no tensor-core form, so they compile to FMA loops) or
+      "tf32x3" (three tf32 products, about fp32's accuracy, on tensor cores).
     - bf16 inputs: products with an input tile in bf16 (the input is exact in it); two
       computed tiles in tf32 (10 mantissa bits against bf16's 7) when computed_dots is
       "tf32", or rounded to bf16 like the rest when it is "input"; inverses in
@@ -138,8 +140,11 @@ def dot_types(dtype, device, computed_dots="tf32", inverse16="tf32x3"):
     Triton's interpreter cannot multiply bf16 tiles (it sees their bit patterns), so on
     the CPU bf16-rounded operands are multiplied in fp32."""
     f32 = tl.float32
+    if fp32_products not in ("ieee", "tf32x3"):
+        raise ValueError(f"fp32_products must be 'ieee' or 'tf32x3', got {fp32_products!r}")
     if dtype == torch.float32:
-        t = dict(DT=f32, CT=f32, PREC="ieee", DT2=f32, CT2=f32, PREC2="ieee", IPREC="ieee")
+        p = fp32_products
+        t = dict(DT=f32, CT=f32, PREC=p, DT2=f32, CT2=f32, PREC2=p, IPREC=p)
     elif dtype == torch.float16:
         t = dict(DT=f32, CT=f32, PREC="tf32", DT2=f32, CT2=f32, PREC2="tf32", IPREC=inverse16)
     else:

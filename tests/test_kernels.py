@@ -161,3 +161,20 @@ def test_unknown_gate_products_mode_is_refused():
             kernel("gla")(*args)
     finally:
         mod.TILING["gate_products"] = old
+
+
+def test_fp32_products_is_data():
+    # "tf32x3" runs the same kernels (the interpreter multiplies it in fp32; its accuracy
+    # is measured on the GPU); an unknown value is a clear error
+    mod = importlib.import_module("generated_kernels.kda")
+    old = mod.TILING["fp32_products"]
+    try:
+        mod.TILING["fp32_products"] = "tf32x3"
+        eo, eh = _run("kda", (1, 70, 1, 16, 24), 2, True, torch.float32, "cpu", "split")
+        assert eo <= FP32_TOL and eh <= FP32_TOL
+        mod.TILING["fp32_products"] = "tf32"
+        args, _, _ = make_inputs("kda", 1, 5, 1, 16, 16, seed=0)
+        with pytest.raises(ValueError, match="fp32_products"):
+            kernel("kda")(*args)
+    finally:
+        mod.TILING["fp32_products"] = old
