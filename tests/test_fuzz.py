@@ -126,3 +126,23 @@ def test_gradient_oracle_matches_finite_differences(name):
             kw_p[n], kw_m[n] = plus, minus
         fd = (loss(**kw_p) - loss(**kw_m)) / (2 * eps)
         assert abs(fd - float(gr[idx])) <= 1e-6 * max(1.0, abs(fd)), f"{name} d{n}{idx}: fd {fd} vs {float(gr[idx])}"
+
+
+def test_interrupt_keeps_and_saves_what_ran(tmp_path, monkeypatch, capsys):
+    from verify.fuzz import campaign
+    calls = []
+    real = campaign.check
+
+    def check_then_interrupt(*a):
+        calls.append(a)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        ok, err, tol, rec = real(*a)
+        return False, float("inf"), tol, rec      # count every example as failing
+    monkeypatch.setattr(campaign, "check", check_then_interrupt)
+    path = tmp_path / "f.json"
+    rc = cli.main(["fuzz", "--variant", "gla", "--property", "matches_fp64", "--examples", "5", "-q",
+                   "--save", str(path)])
+    out = capsys.readouterr().out
+    assert rc == 130 and "interrupted" in out and "| matches_fp64 | gla | 2 | 2 |" in out
+    assert len(json.loads(path.read_text())) == 2

@@ -219,15 +219,21 @@ def cmd_fuzz(args):
     else:
         # before triton is first imported: the kernels run under its interpreter
         os.environ["TRITON_INTERPRET"] = "1"
-    from .fuzz.campaign import run_campaign, save_failures, table
+    from .fuzz.campaign import Interrupted, run_campaign, save_failures, table
     from .fuzz.properties import PROPERTIES
     props = args.property or list(PROPERTIES)
     bad = [p for p in props if p not in PROPERTIES]
     if bad:
         raise InputError(f"unknown property {bad[0]!r} (properties: {', '.join(PROPERTIES)})")
     names = list(dict.fromkeys(names))
-    cells = run_campaign(names, props, args.device, args.dtype, args.examples, args.seed, quiet=args.quiet)
+    interrupted = False
+    try:
+        cells = run_campaign(names, props, args.device, args.dtype, args.examples, args.seed, quiet=args.quiet)
+    except Interrupted as e:   # report and save what ran: a long campaign is not lost to Ctrl-C
+        cells, interrupted = e.cells, True
     text = table(cells, args.device, args.dtype, args.examples, args.seed)
+    if interrupted:
+        text += "\n(interrupted: the table holds the examples that ran)\n"
     sys.stdout.write(text)
     if args.out:
         with open(args.out, "w") as f:
@@ -237,6 +243,8 @@ def cmd_fuzz(args):
         n = save_failures(args.save, cells)
         sys.stderr.write(f"chunkproof fuzz: {n} new failing seeds saved to {args.save} "
                          f"(tests/test_fuzz.py replays tests/fuzz_failures.json)\n")
+    if interrupted:
+        return 130
     return EXIT_FAIL if nfail else EXIT_OK
 
 

@@ -9,7 +9,7 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from .properties import PROPERTIES, draw
@@ -66,25 +66,38 @@ class Progress:
         sys.stderr.flush()
 
 
+class Interrupted(Exception):
+    """Ctrl-C during a campaign; `cells` holds what ran before it."""
+
+    def __init__(self, cells):
+        super().__init__("interrupted")
+        self.cells = cells
+
+
 def run_campaign(variants, props, device, dtype, examples, seed, quiet=False) -> Dict[tuple, Cell]:
     cells: Dict[tuple, Cell] = {}
     prog = Progress(len(variants) * len(props) * examples, quiet)
     nfail = 0
-    for v in variants:
-        for p in props:
-            cell = cells.setdefault((p, v), Cell())
-            for i in range(examples):
-                t = time.time()
-                ok, err, tol, rec = check(v, p, seed + i, device, dtype)
-                cell.seconds += time.time() - t
-                cell.examples += 1
-                cell.tol = tol
-                cell.worst = max(cell.worst, err)
-                if not ok:
-                    cell.failures += 1
-                    cell.failed.append(rec)
-                    nfail += 1
-                prog.step(f"{v} {p} seed {seed + i}", nfail)
+    try:
+        for v in variants:
+            for p in props:
+                cell = cells.setdefault((p, v), Cell())
+                for i in range(examples):
+                    t = time.time()
+                    ok, err, tol, rec = check(v, p, seed + i, device, dtype)
+                    cell.seconds += time.time() - t
+                    cell.examples += 1
+                    cell.tol = tol
+                    cell.worst = max(cell.worst, err)
+                    if not ok:
+                        cell.failures += 1
+                        cell.failed.append(rec)
+                        nfail += 1
+                    prog.step(f"{v} {p} seed {seed + i}", nfail)
+    except KeyboardInterrupt:
+        if not quiet:
+            sys.stderr.write("\n")
+        raise Interrupted({k: c for k, c in cells.items() if c.examples}) from None
     return cells
 
 
@@ -133,4 +146,4 @@ def save_failures(path, cells) -> int:
     return len(new)
 
 
-__all__ = ["run_campaign", "table", "save_failures", "check", "DEFAULT_SAVE", "Cell", "asdict"]
+__all__ = ["run_campaign", "table", "save_failures", "check", "DEFAULT_SAVE", "Cell", "Interrupted"]
