@@ -52,8 +52,11 @@ def _masked_gated_dot(a, fa, b, fb, m_keep, m_mid, STRICT: tl.constexpr, STABLE:
     # the diagonal, or strictly below if STRICT), for a: [BT, D], b: [D, BT] and the log
     # factors of decaying gates (fa non-increasing down the rows, fa[i] + fb[:, j] <= 0
     # for i >= j).
-    # STABLE (TILING gate_products="stable"): no exponent that is evaluated exceeds 0,
-    # whatever the decay:
+    # STABLE (TILING gate_products="stable"): the secondary chunking of note 003 §5.3,
+    # whose identities hold as claims gla.P_case1 (diagonal sub-chunks entry by entry)
+    # and gla.P_case2.corrected (a sub-chunk below the diagonal is one unmasked product),
+    # with each block's factors rescaled by an anchor row, so that no exponent that is
+    # evaluated exceeds 0, whatever the decay:
     # - a block of 16 rows I against the columns before it: the reference row r = 16 I
     #   splits exp(fa_i + fb_j) into exp(fa_i - fa_r) exp(fa_r + fb_j), both <= 1, and
     #   the block is one product;
