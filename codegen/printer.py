@@ -326,8 +326,11 @@ class TritonPrinter:
 
     @staticmethod
     def _dot(a: Val, b: Val) -> str:
-        if a.raw or b.raw:
-            # a tile read from memory is exact in the input dtype: multiply in it
+        # the host picks each kind's product type (see dot_types)
+        if a.raw and b.raw:
+            # two tiles read from memory are exact in the input dtype: multiply in it
             return f"tl.dot({a.code}.to(DT).to(CT), {b.code}.to(DT).to(CT), input_precision=PREC)"
-        # two computed tiles: the host picks their product type (see dot_types)
+        if a.raw or b.raw:
+            # a tile read from memory times a computed one
+            return f"tl.dot({a.code}.to(DT3).to(CT3), {b.code}.to(DT3).to(CT3), input_precision=PREC3)"
         return f"tl.dot({a.code}.to(DT2).to(CT2), {b.code}.to(DT2).to(CT2), input_precision=PREC2)"

@@ -33,8 +33,10 @@ class Variant:
 
 
 _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
-# computed_dots: the type of products of two computed tiles for bf16 inputs (see
-# generated_kernels/_runtime.py dot_types).  schedule: 'fused' (one sequential kernel
+# computed_dots: the type of products that involve a computed tile, for bf16 inputs (see
+# generated_kernels/_runtime.py dot_types): "tf32" (two computed tiles in tf32, a computed
+# tile times an input tile in bf16), "tf32_mixed" (both kinds in tf32; on the CPU it
+# halves GLA's bf16 output error; GPU time and error not yet measured) or "input" (bf16).  schedule: 'fused' (one sequential kernel
 # computes states and outputs) or 'split' (the sequential kernel writes every chunk's
 # S_[t-1]^C, a parallel kernel computes the outputs).  inverse16: the product type of
 # triangular inverses for 16-bit inputs.  Benchmarks may flip these at run time.

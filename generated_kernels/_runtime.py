@@ -127,17 +127,19 @@ def block_sizes(K, V, chunk_size, bv):
 
 
 def dot_types(dtype, device, computed_dots="tf32", inverse16="tf32x3", fp32_products="ieee"):
-    """The product types, as kernel constexprs.  A product with a tile read from memory
-    rounds both operands to DT and multiplies in CT with PREC; a product of two computed
-    tiles uses DT2/CT2/PREC2; triangular inverses multiply fp32 tiles with IPREC.
+    """The product types, as kernel constexprs.  A product of two tiles read from memory
+    rounds both operands to DT and multiplies in CT with PREC; a tile read from memory
+    times a computed one uses DT3/CT3/PREC3; two computed tiles DT2/CT2/PREC2;
+    triangular inverses multiply fp32 tiles with IPREC.
 
     - fp32 inputs: everything fp32-accurate, never tf32: ``fp32_products`` "ieee" (exact
       fp32 products; sm_90 has no tensor-core form, so they compile to FMA loops) or
       "tf32x3" (three tf32 products, about fp32's accuracy, on tensor cores).
     - bf16 inputs: products with an input tile in bf16 (the input is exact in it); two
       computed tiles in tf32 (10 mantissa bits against bf16's 7) when computed_dots is
-      "tf32", or rounded to bf16 like the rest when it is "input"; inverses in
-      ``inverse16`` ("tf32x3", about fp32, or "tf32").
+      "tf32", or rounded to bf16 like the rest when it is "input"; "tf32_mixed" also
+      multiplies an input tile by a computed one in tf32 (the computed one is not
+      rounded to bf16); inverses in ``inverse16`` ("tf32x3", about fp32, or "tf32").
     - fp16 inputs: tf32 throughout (decayed keys such as K / Gamma leave fp16's range
       after a few steps of strong decay; tf32 has fp16's mantissa and fp32's range).
     Triton's interpreter cannot multiply bf16 tiles (it sees their bit patterns), so on
@@ -147,16 +149,20 @@ def dot_types(dtype, device, computed_dots="tf32", inverse16="tf32x3", fp32_prod
         raise ValueError(f"fp32_products must be 'ieee' or 'tf32x3', got {fp32_products!r}")
     if dtype == torch.float32:
         p = fp32_products
-        t = dict(DT=f32, CT=f32, PREC=p, DT2=f32, CT2=f32, PREC2=p, IPREC=p)
+        t = dict(DT=f32, CT=f32, PREC=p, DT2=f32, CT2=f32, PREC2=p, DT3=f32, CT3=f32, PREC3=p, IPREC=p)
     elif dtype == torch.float16:
-        t = dict(DT=f32, CT=f32, PREC="tf32", DT2=f32, CT2=f32, PREC2="tf32", IPREC=inverse16)
+        t = dict(DT=f32, CT=f32, PREC="tf32", DT2=f32, CT2=f32, PREC2="tf32", DT3=f32, CT3=f32, PREC3="tf32",
+                 IPREC=inverse16)
     else:
         ct = f32 if device.type == "cpu" else tl.bfloat16
-        t = dict(DT=tl.bfloat16, CT=ct, PREC="tf32", DT2=tl.bfloat16, CT2=ct, PREC2="tf32", IPREC=inverse16)
-        if computed_dots == "tf32":
+        t = dict(DT=tl.bfloat16, CT=ct, PREC="tf32", DT2=tl.bfloat16, CT2=ct, PREC2="tf32",
+                 DT3=tl.bfloat16, CT3=ct, PREC3="tf32", IPREC=inverse16)
+        if computed_dots in ("tf32", "tf32_mixed"):
             t.update(DT2=f32, CT2=f32)
-        elif computed_dots != "input":
-            raise ValueError(f"computed_dots must be 'tf32' or 'input', got {computed_dots!r}")
+        if computed_dots == "tf32_mixed":
+            t.update(DT3=f32, CT3=f32)
+        elif computed_dots not in ("tf32", "input"):
+            raise ValueError(f"computed_dots must be 'tf32', 'tf32_mixed' or 'input', got {computed_dots!r}")
     if inverse16 not in ("tf32", "tf32x3"):
         raise ValueError(f"inverse16 must be 'tf32' or 'tf32x3', got {inverse16!r}")
     return t

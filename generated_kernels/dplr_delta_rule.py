@@ -19,7 +19,8 @@ ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate
 def _intra_kernel(k, v, gk, a, b, out_Gamma, out_W, out_C, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -58,7 +59,7 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_W, out_C, scale, T,
     # W = \mathbf{E}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}
     b_W = tl.dot(b_E.to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)
     # C = -\mathbf{E}_{[t]} \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right) \mathbf{V}_{[t]}
-    b_C = (-tl.dot(tl.dot(b_E.to(DT2).to(CT2), _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), input_precision=PREC2).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC))
+    b_C = (-tl.dot(tl.dot(b_E.to(DT2).to(CT2), _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3))
 
     tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
@@ -70,7 +71,8 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_W, out_C, scale, T,
 def _scan_kernel(q, k, v, b, in_Gamma, in_W, in_C, o, h0, ht, scale, T,
                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
+                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                 PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
     # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -113,11 +115,11 @@ def _scan_kernel(q, k, v, b, in_Gamma, in_W, in_C, o, h0, ht, scale, T,
         # V1 = \mathbf{V}_{[t]}
         b_V1 = b_V
         # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
-        b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
+        b_V2 = (b_C - tl.dot(b_W.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3))
         # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],1} + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],2}   [claim dplr.fla.O, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 916, row 5]
-        b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT).to(CT), b_V1.to(DT).to(CT), input_precision=PREC)) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
+        b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT3).to(CT3), b_V1.to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
         # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],1}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],2}^\top \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim dplr.fla.S, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 902, row 4]
-        b_S = (((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_V1).to(DT).to(CT), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT).to(CT), input_precision=PREC)) + tl.dot(tl.trans(b_V2).to(DT2).to(CT2), (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
+        b_S = (((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_V1).to(DT3).to(CT3), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(tl.trans(b_V2).to(DT2).to(CT2), (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
 
         tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
         b_s = b_S
@@ -131,7 +133,8 @@ def _scan_kernel(q, k, v, b, in_Gamma, in_W, in_C, o, h0, ht, scale, T,
 def _state_kernel(k, v, b, in_Gamma, in_W, in_C, h, h0, ht, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -172,9 +175,9 @@ def _state_kernel(k, v, b, in_Gamma, in_W, in_C, h, h0, ht, scale, T,
         # V1 = \mathbf{V}_{[t]}
         b_V1 = b_V
         # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
-        b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
+        b_V2 = (b_C - tl.dot(b_W.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3))
         # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],1}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],2}^\top \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim dplr.fla.S, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 902, row 4]
-        b_S = (((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_V1).to(DT).to(CT), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT).to(CT), input_precision=PREC)) + tl.dot(tl.trans(b_V2).to(DT2).to(CT2), (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
+        b_S = (((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_V1).to(DT3).to(CT3), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(tl.trans(b_V2).to(DT2).to(CT2), (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
 
         b_s = b_S
     if store_ht != 0:
@@ -185,7 +188,8 @@ def _state_kernel(k, v, b, in_Gamma, in_W, in_C, h, h0, ht, scale, T,
 def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, scale, T,
                 H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+                DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -224,7 +228,7 @@ def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, scale, T,
     # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
     b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
     # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],1} + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],2}   [claim dplr.fla.O, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 916, row 5]
-    b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT).to(CT), b_V1.to(DT).to(CT), input_precision=PREC)) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
+    b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT3).to(CT3), b_V1.to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 

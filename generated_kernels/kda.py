@@ -19,7 +19,8 @@ ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
 def _intra_kernel(k, v, g, beta, out_Gamma, out_W, out_U, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -56,7 +57,7 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_W, out_U, scale, T,
     # W = \widetilde{\mathbf{A}}_{[t]} \text{Diag}(\boldsymbol{\beta}_{[t]}) \overleftarrow{\mathbf{K}_{[t]}}
     b_W = tl.dot((b_At * tl.trans(b_DB)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2), input_precision=PREC2)
     # U = \widetilde{\mathbf{A}}_{[t]} \text{Diag}(\boldsymbol{\beta}_{[t]}) \mathbf{V}_{[t]}
-    b_U = tl.dot((b_At * tl.trans(b_DB)).to(DT).to(CT), b_V.to(DT).to(CT), input_precision=PREC)
+    b_U = tl.dot((b_At * tl.trans(b_DB)).to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3)
 
     tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
@@ -68,7 +69,8 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_W, out_U, scale, T,
 def _scan_kernel(q, k, in_Gamma, in_W, in_U, o, h0, ht, scale, T,
                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
+                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                 PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
     # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -105,7 +107,7 @@ def _scan_kernel(q, k, in_Gamma, in_W, in_U, o, h0, ht, scale, T,
         # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
         b_Kr_f = (-b_Gamma_log)
         # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
-        b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
+        b_Vnew = (b_U - tl.dot(b_W.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3))
         # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],new}   [claim kda.O, 001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 34, row 5]
         b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
         # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],new}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim kda.S, 001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 25, row 4]
@@ -123,7 +125,8 @@ def _scan_kernel(q, k, in_Gamma, in_W, in_U, o, h0, ht, scale, T,
 def _state_kernel(k, in_Gamma, in_W, in_U, h, h0, ht, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -158,7 +161,7 @@ def _state_kernel(k, in_Gamma, in_W, in_U, h, h0, ht, scale, T,
         # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
         b_Kr_f = (-b_Gamma_log)
         # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
-        b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
+        b_Vnew = (b_U - tl.dot(b_W.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3))
         # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],new}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim kda.S, 001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 25, row 4]
         b_S = ((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
 
@@ -171,7 +174,8 @@ def _state_kernel(k, in_Gamma, in_W, in_U, h, h0, ht, scale, T,
 def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
                 H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+                DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -204,7 +208,7 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
     # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
     b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
     # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],new}   [claim kda.O, 001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 34, row 5]
-    b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
+    b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 

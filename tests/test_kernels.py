@@ -178,3 +178,21 @@ def test_fp32_products_is_data():
             kernel("kda")(*args)
     finally:
         mod.TILING["fp32_products"] = old
+
+
+@pytest.mark.parametrize("name", ["gla", "dplr_delta_rule"])
+def test_tf32_mixed_keeps_computed_operands_out_of_bf16(name):
+    # computed_dots="tf32_mixed" multiplies an input tile by a computed one without
+    # rounding the computed one to bf16: on the CPU (bf16 rounding emulated, tf32 as
+    # fp32) its output error on bf16 inputs is clearly below the default's
+    mod = importlib.import_module(f"generated_kernels.{name}")
+    old = mod.TILING["computed_dots"]
+    errs = {}
+    try:
+        for mode in ("tf32", "tf32_mixed"):
+            mod.TILING["computed_dots"] = mode
+            errs[mode] = sum(_run(name, (1, 130, 2, 32, 32), s, True, torch.bfloat16, "cpu", "split")[0]
+                             for s in range(2))
+    finally:
+        mod.TILING["computed_dots"] = old
+    assert errs["tf32_mixed"] < 0.8 * errs["tf32"], errs
