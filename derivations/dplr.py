@@ -565,3 +565,44 @@ nb.forward("dplr.fla.S", 902, "", Truth("state", "t*C+C"),
            S_PREV @ diag(gC) + V1.T @ Kr @ diag(gC) + V2.T @ Ar @ diag(gC), PF, row=4, what=FLA_WHAT)
 nb.forward("dplr.fla.O", 916, "", Truth("outs"),
            Ql @ S_PREV.T + tril(Ql @ Kr.T) @ V1 + tril(Ql @ Ar.T) @ V2, PF, row=5, what=FLA_WHAT)
+
+# The backward of FLA's convention (derived, not in the note): the shared chunk structure
+# (V1, V2, C, W, E, F, S, O) has the note's adjoints with its corrections applied; only
+# the inputs differ.  FLA's b enters as ->A = B / Gamma, FLA's a as <-B = -(A . Gamma / alpha),
+# whose Gamma / alpha (= gamma^{r-1}) does not depend on alpha_r: so delta log alpha is the
+# suffix sum of delta log Gamma minus delta <-B . <-B (= delta A . A).
+FLA_BWD = "derived (FLA's convention): "
+
+
+def fla_adj(id, lhs, rhs, what, kind="adjoint", **kw):
+    getattr(nb, kind)("dplr.fla." + id, 0, "", lhs, rhs, PF, what=FLA_BWD + what, **kw)
+
+
+fla_adj("dV2", adj(V2), Ar @ diag(gC) @ adj(S).T + tril(Ql @ Ar.T).T @ DO, "delta V_[t],2, as dplr.dV2")
+fla_adj("dC", adj(Cm), adj(V2), "delta C = delta V_[t],2, as dplr.dC")
+fla_adj("dV1", adj(V1), Kr @ diag(gC) @ adj(S).T + tril(Ql @ Kr.T).T @ DO, "delta V_[t],1, as dplr.dV1")
+fla_adj("dW", adj(W), -(adj(Cm) @ S_PREV), "delta W, as dplr.dW corrected")
+fla_adj("dE", adj(E), -(adj(Cm) @ V.T @ tril(Bl @ Kr.T, "M-1").T) + adj(W) @ Bl.T, "delta E, as dplr.dE")
+fla_adj("dF", adj(F), -(E.T @ adj(E) @ E.T), "delta F, as dplr.dF")
+fla_adj("dS_prev", adj(S_PREV), -(adj(Cm).T @ W) + adj(S) @ diag(gC) + DO.T @ Ql,
+        "delta S_[t-1]^C, as dplr.dS_prev")
+fla_adj("dS", adj(S), shift(adj(S)) @ diag(shift(gC)) + shift(DO).T @ shift(Ql) - shift(adj(Cm)).T @ shift(W),
+        "delta S_[t]^C, backward recursion, as dplr.dS", blocks="not_last")
+fla_adj("dQl", adj(Ql), DO @ S_PREV + tril(DO @ V1.T) @ Kr + tril(DO @ V2.T) @ Ar, "delta <-Q, as dplr.dQl")
+fla_adj("dQ", adj(Q), adj(Ql) * Gamma, "delta Q = delta <-Q . Gamma")
+fla_adj("dBl", adj(Bl), E.T @ adj(W) - tril(E.T @ adj(Cm) @ V.T, "M-1") @ Kr + tril(adj(F), "M-1") @ Ar,
+        "delta <-B, as dplr.dBl")
+fla_adj("dKr", adj(Kr), tril(DO @ V1.T).T @ Ql - tril(E.T @ adj(Cm) @ V.T, "M-1").T @ Bl + V1 @ adj(S) @ diag(gC),
+        "delta ->K, as dplr.dKr corrected")
+fla_adj("dK", adj(K), adj(Kr) / Gamma, "delta K = delta ->K (/) Gamma")
+fla_adj("dAr", adj(Ar), tril(DO @ V2.T).T @ Ql + tril(adj(F), "M-1").T @ Bl + V2 @ adj(S) @ diag(gC),
+        "delta ->A, as dplr.dAr corrected")
+fla_adj("db", adj(B), adj(Ar) / Gamma, "delta b = delta ->A (/) Gamma (FLA's b is the note's a)")
+fla_adj("da", adj(A), -(adj(Bl) * (Gamma / Al)), "delta a = -delta <-B . Gamma / alpha")
+fla_adj("dV", adj(V), adj(V1) - tril(Bl @ Kr.T, "M-1").T @ E.T @ adj(Cm), "delta V, as dplr.dV")
+FLA_DLOG_GAMMA = adj(Q) * Q - adj(K) * K - adj(B) * B + adj(A) * A + PlaceLast(DiagV(S.T @ adj(S)))
+fla_adj("dlogGamma", adj(Gamma) * Gamma, FLA_DLOG_GAMMA,
+        "delta log Gamma = dQ.Q - dK.K - db.b + da.a + [0, ..., diag(S^T dS)]", kind="identity")
+fla_adj("dlogalpha", adj(Al) * Al, RevCumSum(FLA_DLOG_GAMMA) - adj(A) * A,
+        "delta log alpha (the kernels' gate gradient) = suffix sums of delta log Gamma - da.a",
+        kind="identity")
