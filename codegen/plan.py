@@ -19,7 +19,7 @@ Stages (DESIGN.md "Code generation"):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from derivations import ir
 from derivations.dsl import Claim, Derivation, Program
@@ -231,3 +231,56 @@ def load_variant(v: Variant, check=True) -> Plan:
     from verify.loader import bundled
     (deriv,) = bundled([v.derivation])
     return build(v, deriv, check=check)
+
+
+def _full_adj(e, name):
+    """e is the whole adjoint of tile `name` (no "via"/"excl" restriction)."""
+    return isinstance(e, ir.Adj) and e.var.name == name and not e.via and not e.excl
+
+
+def backward_claims(v: Variant, deriv: Optional[Derivation] = None, check=True, checker=None):
+    """The variant's backward claims (Variant.backward), checked: each names the right
+    adjoint (the recursion of delta S, delta S_[t-1] in full, one whole gradient per
+    argument, gates in log space: delta alpha . alpha), reads the kernel's own program,
+    and holds.  Returns {'dS', 'dS_prev', 'grads': {arg: claim}, 'inner': [claims]}."""
+    if deriv is None:
+        from verify.loader import bundled
+        (deriv,) = bundled([v.derivation])
+    spec = v.backward
+    if not spec:
+        raise CodegenError(f"variant {v.name} lists no backward claims (codegen/variants.py)")
+    prog = deriv.programs.get(v.program)
+    if prog is None:
+        raise CodegenError(f"derivation {deriv.name} has no program {v.program!r}")
+    out = {"dS": _claim(deriv, spec["dS"]), "dS_prev": _claim(deriv, spec["dS_prev"]), "grads": {},
+           "inner": [_claim(deriv, c) for c in spec.get("inner", [])]}
+    if not _full_adj(out["dS"].lhs, prog.state):
+        raise CodegenError(f"claim {out['dS'].id} should give the whole adjoint of {prog.state}")
+    if not _full_adj(out["dS_prev"].lhs, "S_prev"):
+        raise CodegenError(f"claim {out['dS_prev'].id} should give the whole adjoint of S_[t-1]")
+    for a in v.args:
+        cid = spec["grads"].get(a.name)
+        if cid is None:
+            raise CodegenError(f"variant {v.name}: no gradient claim for argument {a.name} "
+                               f"(codegen/variants.py backward['grads'])")
+        c = _claim(deriv, cid)
+        lhs = c.lhs
+        if a.kind.startswith("gate"):
+            ok = isinstance(lhs, ir.Had) and _full_adj(lhs.a, a.tile) and lhs.b == lhs.a.var
+            want = f"delta {a.tile} . {a.tile} (the log gate's gradient)"
+        else:
+            ok = _full_adj(lhs, a.tile)
+            want = f"the whole adjoint of {a.tile}"
+        if not ok:
+            raise CodegenError(f"claim {cid} is listed as the gradient of {a.name} but does not give {want}")
+        out["grads"][a.name] = c
+    unknown = set(spec["grads"]) - {a.name for a in v.args}
+    if unknown:
+        raise CodegenError(f"variant {v.name}: gradient claims for unknown arguments {sorted(unknown)}")
+    claims = [out["dS"], out["dS_prev"], *out["grads"].values(), *out["inner"]]
+    for c in claims:
+        if c.program != v.program:
+            raise CodegenError(f"claim {c.id} is about program {c.program}, not the kernel's {v.program}")
+    if check:
+        gate(deriv, claims, checker)
+    return out

@@ -27,6 +27,11 @@ class Variant:
     args: Tuple[Arg, ...]
     recurrence_doc: str            # the recurrence in FLA's terms, for docstrings
     tiling: Dict[str, int] = field(default_factory=dict)
+    # the backward's claims (issue 4; checked by codegen.plan.backward_claims): 'dS' the
+    # recursion of delta S_[t]^C over chunks, 'dS_prev' delta S_[t-1]^C in full (the
+    # initial state's gradient at the first chunk), 'grads' one claim per argument (gates:
+    # delta log alpha), 'inner' the adjoints of the program's definitions they read
+    backward: Dict[str, object] = field(default_factory=dict)
 
     def tile_of(self) -> Dict[str, Arg]:
         return {a.tile: a for a in self.args}
@@ -64,21 +69,38 @@ _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 
 VARIANTS: List[Variant] = [
     Variant("gla", "chunk_gla", "gla", "gla_chunk", "gla.O", "gla.S_C",
             _QKV + (Arg("g", "Alpha", "gate_k"),),
-            "S_t = S_{t-1} Diag(exp g_t) + v_t k_t^T,  o_t = S_t q_t", dict(_TILING)),
+            "S_t = S_{t-1} Diag(exp g_t) + v_t k_t^T,  o_t = S_t q_t", dict(_TILING),
+            dict(dS="gla.dS", dS_prev="gla.bwd.dS_prev",
+                 grads=dict(q="gla.dQ", k="gla.dK", v="gla.dV", g="gla.bwd.dlogalpha"),
+                 inner=["gla.dQl", "gla.dKr"])),
     Variant("gated_delta_rule", "chunk_gated_delta_rule", "gated_deltanet", "gdn_chunk_kda",
             "gdn.bwd.fwd_O", "gdn.bwd.fwd_S",
             _QKV + (Arg("g", "Alpha", "gate_h"), Arg("beta", "Beta", "head")),
             "S_t = S_{t-1} exp(g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING)),
+            dict(_TILING),
+            dict(dS="gdn.bwd.dS_rec", dS_prev="gdn.bwd.dS_prev",
+                 grads=dict(q="gdn.bwd.dQ", k="gdn.bwd.dK", v="gdn.bwd.dV", g="gdn.bwd.dlogalpha",
+                            beta="gdn.bwd.dbeta"),
+                 inner=["gdn.bwd.dVnew", "gdn.bwd.dU", "gdn.bwd.dW", "gdn.bwd.dQl", "gdn.bwd.dA",
+                        "gdn.bwd.dX", "gdn.bwd.dKl", "gdn.bwd.dKr"])),
     Variant("kda", "chunk_kda", "kda", "kda_chunk", "kda.O", "kda.S",
             _QKV + (Arg("g", "Alpha", "gate_k"), Arg("beta", "Beta", "head")),
             "S_t = S_{t-1} Diag(exp g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING)),
+            dict(_TILING),
+            dict(dS="kda.dS", dS_prev="kda.bwd.dS_prev",
+                 grads=dict(q="kda.dQ", k="kda.dK", v="kda.dV", g="kda.dlogAlpha", beta="kda.dBeta"),
+                 inner=["kda.dU", "kda.dVnew", "kda.dW", "kda.dQl", "kda.dAt", "kda.dXt", "kda.dKl",
+                        "kda.dKr.corrected"])),
     Variant("dplr_delta_rule", "chunk_dplr_delta_rule", "dplr", "dplr_fla_chunk",
             "dplr.fla.O", "dplr.fla.S",
             _QKV + (Arg("a", "A", "k"), Arg("b", "B", "k"), Arg("gk", "Alpha", "gate_k")),
             "S_t = S_{t-1} (Diag(exp gk_t) + a_t b_t^T) + v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING)),
+            dict(_TILING),
+            dict(dS="dplr.fla.dS", dS_prev="dplr.fla.dS_prev",
+                 grads=dict(q="dplr.fla.dQ", k="dplr.fla.dK", v="dplr.fla.dV", a="dplr.fla.da",
+                            b="dplr.fla.db", gk="dplr.fla.dlogalpha"),
+                 inner=["dplr.fla." + n for n in ("dV2", "dC", "dV1", "dW", "dE", "dF", "dQl", "dBl",
+                                                  "dKr", "dAr")])),
 ]
 
 BY_NAME = {v.name: v for v in VARIANTS}

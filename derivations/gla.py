@@ -399,4 +399,14 @@ nb.identity("gla.dlogalpha", 210, r"\Rightarrow \delta \log \boldsymbol{\alpha}_
             row(adj(A) * A, "r"), summ("j", "r", "C", row(adj(Gamma) * Gamma, "j")),
             "gla_chunk", row=2, over=ROWS, what="delta log alpha_r = suffix sum of delta log Gamma")
 
+# -- derived (not in the note): the whole-chunk forms a backward kernel prints
+# δS_[t-1] in full (the note gives its two partials, lines 174), and δ log α of the whole
+# chunk from δQ, δK and δS (lines 202 and 210 combined).  "gla.bwd.*".
+nb.adjoint("gla.bwd.dS_prev", 0, "", adj(S_PREV), DO.T @ Ql + adj(S) @ diag(gC), "gla_chunk",
+           what="derived: delta S_[t-1]^C = delta O^T <-Q + delta S_[t]^C Diag(gamma^C) (both partials)")
+nb.identity("gla.bwd.dlogalpha", 0, "", adj(A) * A,
+            ir.RevCumSum(adj(Q) * Q - adj(K) * K + ir.PlaceLast(ir.DiagV(S.T @ adj(S)))), "gla_chunk",
+            what="derived: delta log alpha = suffix sums of (dQ.Q - dK.K + [0, ..., diag(S^T dS)]), "
+                 "S = S_[t]^C")
+
 DERIVATION = D

@@ -288,4 +288,9 @@ nb.corrected("kda.dlogGamma.expanded", rhs=DLOGG,
 nb.identity("kda.dlogAlpha", 0, "", adj(Alpha) * Alpha, RevCumSum(DLOGG), PR,
             what="derived (not in the note): delta log alpha = suffix sum of delta log Gamma")
 
+# Not in the note: delta S_[t-1] in full (the two partials of lines 92 and 98), the form
+# a backward kernel's reverse scan prints.
+nb.adjoint("kda.bwd.dS_prev", 0, "", adj(S_PREV), adj(S) @ diag(gC) + DO.T @ Ql - adj(U).T @ W, PR,
+           what="derived: delta S_[t-1]^C = delta S_[t]^C Diag(gamma^C) + delta O^T <-Q - delta U^T W")
+
 DERIVATION = D

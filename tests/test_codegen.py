@@ -121,3 +121,34 @@ def test_gate_prefix_products_are_computed_once(name):
         for n in p.logs:
             assert f"b_{n}_log = tl.load(in_{n}" in body
             assert "tl.cumsum" not in body and "m_incl, tl.trans(" not in body
+
+
+@pytest.mark.parametrize("name", ["gla", "gated_delta_rule", "kda", "dplr_delta_rule"])
+def test_backward_claims_hold_and_cover_every_argument(name):
+    # the verified claims the backward kernels (issue 4) will be printed from
+    v = BY_NAME[name]
+    b = plan.backward_claims(v)
+    assert set(b["grads"]) == {a.name for a in v.args}
+    assert b["dS"].kind == "adjoint" and b["dS_prev"].kind == "adjoint"
+
+
+def test_backward_claims_refuse_a_failing_gradient():
+    v = BY_NAME["kda"]
+    d = _fresh(v)
+    c = next(c for c in d.claims if c.id == "kda.dV")
+    _with_claim_rhs(d, "kda.dV", -c.rhs)
+    with pytest.raises(plan.Refused, match="claim kda.dV .* fails"):
+        plan.backward_claims(v, d)
+
+
+def test_backward_claims_name_what_is_missing_or_wrong():
+    v = BY_NAME["gla"]
+    spec = dict(v.backward, grads={k: c for k, c in v.backward["grads"].items() if k != "v"})
+    with pytest.raises(plan.CodegenError, match="no gradient claim for argument v"):
+        plan.backward_claims(dataclasses.replace(v, backward=spec), check=False)
+    spec = dict(v.backward, grads=dict(v.backward["grads"], g="gla.dA"))     # delta alpha, not its log form
+    with pytest.raises(plan.CodegenError, match="gla.dA is listed as the gradient of g"):
+        plan.backward_claims(dataclasses.replace(v, backward=spec), check=False)
+    spec = dict(v.backward, dS_prev="gla.dSprev_O")                           # a partial ("from O")
+    with pytest.raises(plan.CodegenError, match="whole adjoint of S_\\[t-1\\]"):
+        plan.backward_claims(dataclasses.replace(v, backward=spec), check=False)
