@@ -46,7 +46,7 @@ def layout(shape) -> str:
 
 
 def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: str,
-           state_in_memory=False) -> Stage:
+           state_in_memory=False, extra_loads=(), extra_env=None) -> Stage:
     v = plan.variant
     dmap = dict(plan.defs)
     used = set()
@@ -69,6 +69,10 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
             Val(f"b_{t}", shapes[t], raw=(a.name != "q"))      # q is scaled on load
     if "S_prev" in used:
         env["S_prev"] = Val("b_s", ("Dv", "Dk"), raw=state_in_memory)
+    for ld in extra_loads:
+        if ld.tile in used:
+            st.loads.append(ld)
+    env.update(extra_env or {})
     for r in reads:
         env[r] = Val(None, dmap[r].shape(), log=f"b_{r}_log") if r in plan.logs else \
             Val(f"b_{r}", dmap[r].shape(), raw=True)
@@ -118,3 +122,13 @@ def stages(plan: Plan):
     state = _stage(plan, s_defs, [s_final], s_reads, f"{name} state kernel")
     out = _stage(plan, o_defs, [o_final], o_reads, f"{name} output kernel", state_in_memory=True)
     return intra, scan, state, out
+
+
+def reverse_stage(plan: Plan, check=True) -> Stage:
+    """The backward's reverse scan over chunks: δS_[t-1] from δS_[t] (b_ds) and δO_[t]."""
+    from . import backward
+    ext, names, final, reads = backward.reverse_scan(plan, check)
+    do = Load(backward.D_OUT, "do", "v", False)
+    env = {backward.ADJ_STATE: Val("b_ds", ("Dv", "Dk")), backward.D_OUT: Val("b_dO", ("C", "Dv"), raw=True)}
+    return _stage(ext, names, [final], reads, f"{plan.variant.name} reverse scan kernel",
+                  extra_loads=[do], extra_env=env)

@@ -23,12 +23,15 @@ def _env() -> jinja2.Environment:
                               lstrip_blocks=True, keep_trailing_newline=True)
 
 
-def render_variant(v: Variant, plan=None, env=None) -> str:
-    plan = plan or load_variant(v)
+def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
+    """The source of generated_kernels/<v.name>.py.  ``check=False`` skips re-checking
+    the backward claims (tests that print from deliberately broken derivations)."""
+    plan = plan or load_variant(v, check=check)
     intra, scan, state, out = emit.stages(plan)
+    rev = emit.reverse_stage(plan, check) if v.backward else None
     dmap = dict(plan.defs)
     ctx = dict(
-        v=v, plan=plan, intra=intra, scan=scan, state_stage=state, out_stage=out,
+        v=v, plan=plan, intra=intra, scan=scan, state_stage=state, out_stage=out, rev=rev,
         layout={n: emit.layout(dmap[n].shape()) for n in plan.boundary}, logs=sorted(plan.logs),
         out=plan.program.output, state=plan.program.state,
         arg_names=[a.name for a in v.args],
@@ -55,7 +58,9 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None) -> Dict[
     files = {}
     for v in variants:
         if progress:
-            progress(f"checking claims {v.out_claim}, {v.state_claim} and printing {v.name}.py")
+            nb = 2 + len(v.backward.get("grads", {})) + len(v.backward.get("inner", [])) if v.backward else 0
+            more = f" and {nb} backward claims" if nb else ""
+            progress(f"checking claims {v.out_claim}, {v.state_claim}{more} and printing {v.name}.py")
         files[f"{v.name}.py"] = render_variant(v, env=env)
     files["_runtime.py"] = env.get_template("runtime.py.j2").render(max_head_dim=MAX_HEAD_DIM)
     files["__init__.py"] = env.get_template("init.py.j2").render(variants=variants)

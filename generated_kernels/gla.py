@@ -185,6 +185,58 @@ def _out_kernel(q, k, v, in_Gamma, h, o, scale, T,
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
 
+
+# the backward's reverse scan (issue 4, first stage): delta S_[t-1]^C from delta S_[t]^C
+# and delta O_[t], from the last chunk down; writes delta S_[t]^C of every chunk to dh
+# and the initial state's gradient to dh0.  V-blocked like the state scan.
+@triton.jit(do_not_specialize=["T", "use_dht"])
+def _dstate_kernel(q, do, in_Gamma, dh, dht, dh0, scale, T,
+                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_dht):
+    i_v, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    NT = tl.cdiv(T, BT)
+    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
+    p_s = o_k[None, :] * V + o_v[:, None]
+    b_ds = tl.zeros([BV, BK], dtype=tl.float32)
+    if use_dht != 0:
+        b_ds += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s, mask=m_s, other=0.)
+    for i_r in range(0, NT):
+        i_t = NT - 1 - i_r
+        r_t = i_t * BT + o_t
+        m_r = r_t < T
+        n_r = tl.minimum(T - i_t * BT, BT)
+        m_last = (o_t == n_r - 1)[:, None]
+        m_mid = (o_t == n_r // 2)[:, None]
+        tl.store(dh + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
+        b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+        b_Gamma_log = tl.load(in_Gamma + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        # gC = \mathbf{\Gamma}_{[t]}^{C}
+        b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_gC = tl.exp(b_gC_log)
+        # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+        b_Ql_f = b_Gamma_log
+        # dS_prev = \delta \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}_{[t]}} + \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim gla.bwd.dS_prev, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播]
+        b_dS_prev = (tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), input_precision=PREC3) + (b_ds * tl.exp(tl.trans(b_gC_log))))
+
+        b_ds = b_dS_prev
+    tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s, b_ds, mask=m_s)
+
+
+
+
 def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=None):
     B, T, H, K = q.shape
     V = v.shape[-1]
@@ -192,13 +244,14 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
     types = dot_types(q.dtype, q.device, til["computed_dots"], til["inverse16"], til["fp32_products"])
     types["GS"] = gate_products(til)
-    o = torch.empty_like(v)
-    ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
-    h0 = initial_state if initial_state is not None else o
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     _intra_kernel[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
                                               num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+
+    o = torch.empty_like(v)
+    ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
+    h0 = initial_state if initial_state is not None else o
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
     if til["schedule"] == "fused":
         _scan_kernel[(triton.cdiv(V, BV), B * H)](q, k, v, Gamma, o, h0, ht, scale, T,
@@ -216,6 +269,32 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
     else:
         raise ValueError(f"TILING['schedule'] must be 'fused' or 'split', got {til['schedule']!r}")
     return o, (ht if output_final_state else None)
+
+
+
+def _backward_states(q, k, v, g, do, dht, scale, chunk_size=None):
+    """delta S_[t]^C of every chunk ([B, NT, H, K, V]) and the initial state's gradient
+    ([B, H, K, V]), both fp32, for L = <do, o> + <dht, final state>; the first stage of
+    the backward (internal: the public functions have no backward yet)."""
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    til = effective_tiling(TILING, q.dtype, K, V)
+    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
+    types = dot_types(q.dtype, q.device, til["computed_dots"], til["inverse16"], til["fp32_products"])
+    types["GS"] = gate_products(til)
+    Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    _intra_kernel[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
+                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
+                                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+
+    NT = triton.cdiv(T, BT)
+    dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
+    dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
+    _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, do, Gamma, dh, dht if dht is not None else dh0, dh0, scale, T,
+                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                               use_dht=int(dht is not None),
+                                               num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    return dh, dh0
 
 
 def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False):

@@ -1,0 +1,49 @@
+"""The backward's first generated stage: the reverse scan over chunks (delta S), printed
+from each variant's verified delta S_[t-1] claim.  Its last value is the initial state's
+gradient, checked against autograd of the fp64 recurrence."""
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from codegen import gen, plan
+from codegen.variants import BY_NAME
+from verify.fuzz.cases import VARIANTS, make_inputs, module
+from verify.fuzz.reference import reference_grads, rel_rms
+
+BUCKETS = [(1, 1, 1, 16, 16), (1, 37, 2, 16, 32), (2, 64, 1, 32, 16), (1, 130, 1, 16, 24)]
+
+
+def _dh0(name, bucket, seed, with_dht):
+    B, T, H, K, V = bucket
+    args, ref, state = make_inputs(name, *bucket, seed=seed, h0=True)
+    gen_ = torch.Generator().manual_seed(seed + 1)
+    do = torch.randn(B, T, H, V, generator=gen_)
+    dht = torch.randn(B, H, K, V, generator=gen_) if with_dht else None
+    dh, dh0 = module(name)._backward_states(*args, do, dht, K ** -0.5)
+    want = reference_grads(name, ref, do, dht if with_dht else torch.zeros(B, H, K, V), initial_state=state)
+    assert dh.shape == (B, -(-T // 64), H, K, V) and dh0.shape == (B, H, K, V)
+    return rel_rms(dh0, want["initial_state"])
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2 ** 16), bucket=st.sampled_from(BUCKETS), with_dht=st.booleans())
+def test_initial_state_gradient_matches_autograd(name, seed, bucket, with_dht):
+    err = _dh0(name, bucket, seed, with_dht)
+    assert err <= 1e-4, f"{name} {bucket} seed={seed} dht={with_dht}: d initial_state rel RMS {err:.2e}"
+
+
+def test_reverse_scan_is_printed_from_its_claim():
+    v = BY_NAME["gla"]
+    src = gen.render_variant(v)
+    assert "[claim gla.bwd.dS_prev" in src and "def _dstate_kernel(" in src
+    from tests.test_codegen import _fresh, _with_claim_rhs
+    d = _fresh(v)
+    c = next(c for c in d.claims if c.id == "gla.bwd.dS_prev")
+    _with_claim_rhs(d, "gla.bwd.dS_prev", c.rhs.a)          # drop the delta S Diag(gamma^C) term
+    with pytest.raises(plan.Refused, match="claim gla.bwd.dS_prev .* fails"):
+        plan.backward_claims(v, d)
+    # and the generator will not print the file from it
+    with pytest.raises(plan.Refused, match="gla.bwd.dS_prev"):
+        gen.render_variant(v, plan=plan.build(v, d, check=False))
