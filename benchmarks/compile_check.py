@@ -30,9 +30,9 @@ def signature(fn, dtype, consts):
             sig[name] = "constexpr"
         elif name in ("scale",):
             sig[name] = "fp32"
-        elif name in ("T", "H", "use_h0", "store_ht"):
+        elif name in ("T", "H", "use_h0", "store_ht", "use_dht"):
             sig[name] = "i32"
-        elif name in ("h0", "ht"):
+        elif name in ("h0", "ht", "dh", "dht", "dh0") or name.endswith("_Gamma") or name in ("g", "gk", "d_g", "d_gk"):
             sig[name] = "*fp32"
         else:
             sig[name] = PTR[dtype]
@@ -90,16 +90,20 @@ def main():
         types = _runtime.dot_types(tdt, torch.device("cuda"), til["computed_dots"], til["inverse16"],
                                    til["fp32_products"])
         types["GS"] = _runtime.gate_products(til)
-        for kname in ("_intra_kernel", "_scan_kernel", "_state_kernel", "_out_kernel"):
+        for kname in ("_intra_kernel", "_scan_kernel", "_state_kernel", "_out_kernel", "_dstate_kernel",
+                      "_dgrad_kernel"):
             fn = getattr(mod, kname, None)
             if fn is None:
                 continue
-            consts = dict(K=args.K, V=args.V, BT=BT, BK=BK, BV=BVF if kname == "_intra_kernel" else BV, **types)
+            consts = dict(K=args.K, V=args.V, BT=BT, BK=BK, BV=BVF if kname in ("_intra_kernel", "_dgrad_kernel") else BV,
+                          **types)
             t0 = time.time()
             try:
                 src = ASTSource(fn, signature(fn, args.dtype, consts), constexprs=consts)
-                warps = {"_intra_kernel": "prep_warps", "_out_kernel": "out_warps"}.get(kname, "scan_warps")
-                stages = {"_intra_kernel": "prep_stages", "_out_kernel": "out_stages"}.get(kname, "scan_stages")
+                warps = {"_intra_kernel": "prep_warps", "_out_kernel": "out_warps",
+                         "_dgrad_kernel": "prep_warps"}.get(kname, "scan_warps")
+                stages = {"_intra_kernel": "prep_stages", "_out_kernel": "out_stages",
+                          "_dgrad_kernel": "prep_stages"}.get(kname, "scan_stages")
                 opts = {"num_warps": til[warps], "num_stages": til[stages]}
                 k = triton.compile(src, target=target, options=opts)
                 print(f"{v:18s} {kname:14s} ok   {time.time() - t0:6.1f} s  shared {k.metadata.shared} B"

@@ -7,10 +7,10 @@ Each whole adjoint adj(X) becomes a tile dX, so the forward stage machinery
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Tuple
+from typing import List, Tuple
 
 from derivations import ir
-from .plan import Plan, _dense_inverses, backward_claims, var_names
+from .plan import Plan, backward_claims, var_names
 from .printer import CodegenError
 
 ADJ_STATE = "dS"          # δS_[t]^C, carried by the reverse scan
@@ -41,32 +41,33 @@ def subst_adjoints(e: ir.Expr) -> ir.Expr:
     return dataclasses.replace(e, **changes) if changes else e
 
 
-def reverse_scan(plan: Plan, check=True) -> Tuple[Plan, List[str], Tuple[str, ir.Expr, object], List[str]]:
-    """(plan extended by the adjoint definitions, definitions the reverse scan computes in
-    order, its final (name, expr, claim) = δS_[t-1], boundary tiles it reads)."""
-    v = plan.variant
-    bwd = backward_claims(v, plan.deriv, check=check)
-    adj_defs: Dict[str, Tuple[ir.Expr, object]] = {}
-    for c in bwd["inner"]:
+def _adjoint_defs(bwd):
+    out = {}
+    for c in list(bwd["inner"]) + list(bwd["grads"].values()):
         if isinstance(c.lhs, ir.Adj):
-            adj_defs[adj_tile(c.lhs).name] = (subst_adjoints(c.rhs), c)
+            out[adj_tile(c.lhs).name] = subst_adjoints(c.rhs)
+    return out
+
+
+def _collect(plan: Plan, adj_defs, exprs, what, allow_state):
+    """(forward definitions computed in the stage, adjoint definitions in dependency
+    order, boundary tiles read) for a stage that computes `exprs`."""
+    v = plan.variant
     dmap = dict(plan.defs)
-    final_claim = bwd["dS_prev"]
-    final = subst_adjoints(final_claim.rhs)
     stored = set(plan.boundary)
     need_fwd, need_adj, order_adj = set(), set(), []
 
     def walk(e):
-        for n in var_names(e):
+        for n in sorted(var_names(e)):    # sorted: the printed order must not depend on hashing
+            if n == "S_prev" and not allow_state:
+                raise CodegenError(f"the {what} of {v.name} would read S_[t-1]: "
+                                   f"its claims must not need the forward state")
             if n in (ADJ_STATE, D_OUT, "S_prev") or n in plan.inputs:
-                if n == "S_prev":
-                    raise CodegenError(f"the reverse scan of {v.name} would read S_[t-1]: "
-                                       f"its claims must not need the forward state")
                 continue
             if n in adj_defs:
                 if n not in need_adj:
                     need_adj.add(n)
-                    walk(adj_defs[n][0])
+                    walk(adj_defs[n])
                     order_adj.append(n)
             elif n in dmap:
                 if n not in need_fwd:
@@ -74,16 +75,38 @@ def reverse_scan(plan: Plan, check=True) -> Tuple[Plan, List[str], Tuple[str, ir
                     if n not in stored:
                         walk(dmap[n])
             elif n.startswith("d"):
-                raise CodegenError(f"the reverse scan of {v.name} reads adjoint {n}, which no listed "
+                raise CodegenError(f"the {what} of {v.name} reads adjoint {n}, which no listed "
                                    f"claim defines (codegen/variants.py backward['inner'])")
             else:
-                raise CodegenError(f"the reverse scan of {v.name} reads {n}, which is not defined")
-    walk(final)
-    heavy_unstored = [n for n in need_fwd if n not in stored and _dense_inverses(dmap[n], plan.diagonal)]
-    if heavy_unstored:
-        raise CodegenError(f"the reverse scan of {v.name} needs {heavy_unstored}, which only the "
-                           f"intra kernel can compute and it does not write")
-    fwd_names = [n for n, _ in plan.defs if n in need_fwd and n not in stored]
+                raise CodegenError(f"the {what} of {v.name} reads {n}, which is not defined")
+    for e in exprs:
+        walk(e)
+    fwd = [n for n, _ in plan.defs if n in need_fwd and n not in stored]
     reads = [n for n, _ in plan.defs if n in need_fwd and n in stored]
-    ext = dataclasses.replace(plan, defs=list(plan.defs) + [(n, adj_defs[n][0]) for n in order_adj])
-    return ext, fwd_names + order_adj, ("dS_prev", final, final_claim), reads
+    return fwd, order_adj, reads
+
+
+def _extended(plan, adj_defs, names):
+    return dataclasses.replace(plan, defs=list(plan.defs) + [(n, adj_defs[n]) for n in names])
+
+
+def reverse_scan(plan: Plan, check=True) -> Tuple[Plan, List[str], Tuple[str, ir.Expr, object], List[str]]:
+    """(plan extended by the adjoint definitions, definitions the reverse scan computes in
+    order, its final (name, expr, claim) = delta S_[t-1], boundary tiles it reads)."""
+    bwd = backward_claims(plan.variant, plan.deriv, check=check)
+    adj_defs = _adjoint_defs(bwd)
+    c = bwd["dS_prev"]
+    final = subst_adjoints(c.rhs)
+    fwd, adj, reads = _collect(plan, adj_defs, [final], "reverse scan", allow_state=False)
+    return _extended(plan, adj_defs, adj), fwd + adj, ("dS_prev", final, c), reads
+
+
+def gradients(plan: Plan, check=True):
+    """The per-chunk gradient stage: (extended plan, definitions in order, finals
+    [("g_<arg>", expr, claim)], boundary tiles read).  It reads S_[t-1] (the forward's h)
+    and delta S_[t] (the reverse scan's dh)."""
+    bwd = backward_claims(plan.variant, plan.deriv, check=check)
+    adj_defs = _adjoint_defs(bwd)
+    finals = [(f"g_{a}", subst_adjoints(c.rhs), c) for a, c in bwd["grads"].items()]
+    fwd, adj, reads = _collect(plan, adj_defs, [e for _, e, _ in finals], "gradient stage", allow_state=True)
+    return _extended(plan, adj_defs, adj), fwd + adj, finals, reads

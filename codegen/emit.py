@@ -132,3 +132,13 @@ def reverse_stage(plan: Plan, check=True) -> Stage:
     env = {backward.ADJ_STATE: Val("b_ds", ("Dv", "Dk")), backward.D_OUT: Val("b_dO", ("C", "Dv"), raw=True)}
     return _stage(ext, names, [final], reads, f"{plan.variant.name} reverse scan kernel",
                   extra_loads=[do], extra_env=env)
+
+
+def gradient_stage(plan: Plan, check=True) -> Stage:
+    """The backward's per-chunk gradients, given S_[t-1] (b_s) and delta S_[t] (b_ds)."""
+    from . import backward
+    ext, names, finals, reads = backward.gradients(plan, check)
+    do = Load(backward.D_OUT, "do", "v", False)
+    env = {backward.ADJ_STATE: Val("b_ds", ("Dv", "Dk")), backward.D_OUT: Val("b_dO", ("C", "Dv"), raw=True)}
+    return _stage(ext, names, finals, reads, f"{plan.variant.name} gradient kernel", state_in_memory=True,
+                  extra_loads=[do], extra_env=env)

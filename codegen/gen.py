@@ -29,9 +29,12 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     plan = plan or load_variant(v, check=check)
     intra, scan, state, out = emit.stages(plan)
     rev = emit.reverse_stage(plan, check) if v.backward else None
+    grad = emit.gradient_stage(plan, check) if v.backward else None
+    store_kind = {"k": "k", "v": "v", "gate_k": "k", "gate_h": "head", "head": "head"}
     dmap = dict(plan.defs)
     ctx = dict(
-        v=v, plan=plan, intra=intra, scan=scan, state_stage=state, out_stage=out, rev=rev,
+        v=v, plan=plan, intra=intra, scan=scan, state_stage=state, out_stage=out, rev=rev, grad=grad,
+        grad_outs=[(a.name, store_kind[a.kind]) for a in v.args] if grad else [],
         layout={n: emit.layout(dmap[n].shape()) for n in plan.boundary}, logs=sorted(plan.logs),
         out=plan.program.output, state=plan.program.state,
         arg_names=[a.name for a in v.args],

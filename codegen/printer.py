@@ -254,6 +254,30 @@ class TritonPrinter:
             return f"tl.sum(tl.where(m_incl, tl.trans({x}), 0.), axis=1, keep_dims=True)"
         return f"tl.cumsum({x}, axis=0)"
 
+    def _RevCumSum(self, e):
+        # suffix sums down the chunk (padded rows hold 0); a column is summed under the
+        # upper mask (Triton 3.6 cannot scan a BT x 1 tile)
+        x = self.code(e.a)
+        if e.shape()[1] == "1":
+            return Val(f"tl.sum(tl.where(m_upper, tl.trans({x}), 0.), axis=1, keep_dims=True)", e.shape())
+        return Val(f"tl.cumsum({x}, axis=0, reverse=True)", e.shape())
+
+    def _PlaceLast(self, e):
+        # [0, ..., 0, v]^T: v^T on the chunk's last real row
+        return Val(f"tl.where(m_last, tl.trans({self.code(e.a)}), 0.)", e.shape())
+
+    def _DiagV(self, e):
+        a = e.a
+        if isinstance(a, ir.MatMul):
+            # diag(X Y) without forming X Y: row sums of X . Y^T
+            x, y = self.code(a.a), self.code(a.b)
+            return Val(f"tl.sum({x} * {_t(y)}, axis=1, keep_dims=True)", e.shape())
+        return Val(f"tl.sum(tl.where(m_eye, {self.code(a)}, 0.), axis=1, keep_dims=True)", e.shape())
+
+    def _Inner(self, e):
+        return Val(f"tl.sum(tl.sum({self.code(e.a)} * {self.code(e.b)}, axis=1, keep_dims=True), axis=0, "
+                   f"keep_dims=True)", e.shape())
+
     def _LastRow(self, e):
         # m_last is the last real row of the chunk (see macros.j2 rows())
         a = self.p(e.a)

@@ -90,7 +90,7 @@ VARIANTS: List[Variant] = [
             dict(dS="kda.dS", dS_prev="kda.bwd.dS_prev",
                  grads=dict(q="kda.dQ", k="kda.dK", v="kda.dV", g="kda.dlogAlpha", beta="kda.dBeta"),
                  inner=["kda.dU", "kda.dVnew", "kda.dW", "kda.dQl", "kda.dAt", "kda.dXt", "kda.dKl",
-                        "kda.dKr.corrected"])),
+                        "kda.dKr.corrected", "kda.dDiagBeta"])),
     Variant("dplr_delta_rule", "chunk_dplr_delta_rule", "dplr", "dplr_fla_chunk",
             "dplr.fla.O", "dplr.fla.S",
             _QKV + (Arg("a", "A", "k"), Arg("b", "B", "k"), Arg("gk", "Alpha", "gate_k")),

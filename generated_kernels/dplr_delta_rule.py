@@ -292,6 +292,118 @@ def _dstate_kernel(q, b, do, in_Gamma, in_W, dh, dht, dh0, scale, T,
 
 
 
+# the backward's gradients, per chunk in parallel: every argument's gradient from its
+# verified claim, given S_[t-1]^C (the forward's h) and delta S_[t]^C (the reverse scan's dh)
+@triton.jit(do_not_specialize=["T"])
+def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_q, d_k, d_v, d_a, d_b, d_gk, scale, T,
+                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+    # one program per (chunk, batch*head); V is one block
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = 0 * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
+    p_hs = ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
+    b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
+    b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    b_Alpha_log = tl.load(gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_A = tl.load(a + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_B = tl.load(b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_C = tl.load(in_C + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    # gC = \mathbf{\Gamma}_{[t]}^{C}
+    b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    b_gC = tl.exp(b_gC_log)
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Ql_f = b_Gamma_log
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Ar_f = (-b_Gamma_log)
+    # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)  (a tile times a gate factor: the tile)
+    b_Bl_c = (-b_A.to(tl.float32))
+    b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
+    # F = \mathbf{I} + \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
+    b_F = (tl.where(m_eye, 1.0, 0.) + _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_B), tl.trans(b_Ar_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))
+    # E = \left(\mathbf{F}_{[t]}\right)^{-1}
+    b_E = _inv_unit_lower(b_F, m_strict, m_eye, BT, IPREC)
+    # V1 = \mathbf{V}_{[t]}
+    b_V1 = b_V
+    # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
+    b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
+    # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],1}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],2}^\top \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
+    b_S = (((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_V1).to(DT3).to(CT3), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(tl.trans(b_V2).to(DT2).to(CT2), (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
+    # dQl = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}} + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top \odot \mathbf{M}\right) \overrightarrow{\mathbf{A}_{[t]}}
+    b_dQl = ((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3), 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dV2 = \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^C}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
+    b_dV2 = (tl.dot((b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    # dC = \delta \mathbf{V}_{[t],2}
+    b_dC = b_dV2
+    # dKr = \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} - \left(\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + \mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
+    b_dKr = ((tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) - tl.dot(tl.trans(tl.where(m_strict, tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_V1.to(DT3).to(CT3), (b_ds * tl.exp(tl.trans(b_gC_log))).to(DT3).to(CT3), input_precision=PREC3))
+    # dV1 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^C}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
+    b_dV1 = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    # dW = -\delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C}
+    b_dW = (-tl.dot(b_dC.to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3))
+    # dE = -\delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top + \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}^\top
+    b_dE = ((-tl.dot(tl.dot(b_dC.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3).to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
+    # dF = -\mathbf{E}_{[t]}^\top \delta \mathbf{E}_{[t]} \mathbf{E}_{[t]}^\top
+    b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dE.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2))
+    # dBl = \mathbf{E}_{[t]}^\top \delta \mathbf{W}_{[t]} - \left(\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{A}_{[t]}}
+    b_dBl = ((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) - tl.dot(tl.where(m_strict, tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_strict, b_dF, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dAr = \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + \mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
+    b_dAr = ((tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3), 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(tl.where(m_strict, b_dF, 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_V2.to(DT2).to(CT2), (b_ds * tl.exp(tl.trans(b_gC_log))).to(DT2).to(CT2), input_precision=PREC2))
+    # dA = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)  (a tile times a gate factor: the tile)
+    b_dA_c = (-b_dBl)
+    b_dA_f = (b_Gamma_log + (-b_Alpha_log))
+    # dB = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_dB_f = (-b_Gamma_log)
+    # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_dK_f = (-b_Gamma_log)
+    # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_dQ_f = b_Gamma_log
+    # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dQ, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
+    b_g_q = (b_dQl * tl.exp(b_Gamma_log))
+    # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dK, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
+    b_g_k = (b_dKr * tl.exp((-b_Gamma_log)))
+    # g_v = \delta \mathbf{V}_{[t],1} - \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]}   [claim dplr.fla.dV, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
+    b_g_v = (b_dV1 - tl.dot(tl.dot(tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2))
+    # g_a = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)   [claim dplr.fla.da, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
+    b_g_a = ((-b_dBl) * tl.exp((b_Gamma_log + (-b_Alpha_log))))
+    # g_b = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.db, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
+    b_g_b = (b_dAr * tl.exp((-b_Gamma_log)))
+    # g_gk = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} - \delta \mathbf{B}_{[t]} \odot \mathbf{B}_{[t]} + \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]} + \left[0,\dots,0,\text{diag}\left({\mathbf{S}_{[t]}^C}^\top \delta \mathbf{S}_{[t]}^C\right)\right]^\top - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) + \text{suffix\_sum}_{row}\left(\delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}   [claim dplr.fla.dlogalpha, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
+    b_g_gk = (tl.cumsum((((((((b_dQl * tl.exp(b_dQ_f)) * b_Q) - ((b_dKr * tl.exp(b_dK_f)) * b_K)) - ((b_dAr * tl.exp(b_dB_f)) * b_B)) + ((b_dA_c * tl.exp(b_dA_f)) * b_A)) + tl.where(m_last, tl.trans(tl.sum(tl.trans(b_S) * tl.trans(b_ds), axis=1, keep_dims=True)), 0.)) - ((b_dA_c * tl.exp(b_dA_f)) * b_A)), axis=0, reverse=True) + (tl.cumsum(((b_dA_c * tl.exp(b_dA_f)) * b_A), axis=0, reverse=True) - ((b_dA_c * tl.exp(b_dA_f)) * b_A)))
+
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    tl.store(d_a + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_a.to(d_a.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_b.to(d_b.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_gk.to(d_gk.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+
+
+
 
 def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_size=None):
     B, T, H, K = q.shape
@@ -355,6 +467,49 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None):
                                                use_dht=int(dht is not None),
                                                num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     return dh, dh0
+
+
+
+def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=None):
+    """Every argument's gradient and the initial state's, for L = <do, o> + <dht, final
+    state> (dht may be None): the forward state scan (h), the reverse scan (dh) and the
+    per-chunk gradient kernel.  Internal: the public function has no autograd yet."""
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    til = effective_tiling(TILING, q.dtype, K, V)
+    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
+    types = dot_types(q.dtype, q.device, til["computed_dots"], til["inverse16"], til["fp32_products"])
+    types["GS"] = gate_products(til)
+    Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
+    C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
+    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, Gamma, W, C, scale, T,
+                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
+                                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+
+    NT = triton.cdiv(T, BT)
+    h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
+    h0 = initial_state if initial_state is not None else h
+    _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, b, Gamma, W, C, h, h0, h0, scale, T,
+                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                              use_h0=int(initial_state is not None), store_ht=0,
+                                              num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
+    dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
+    _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, b, do, Gamma, W, dh, dht if dht is not None else dh0, dh0, scale, T,
+                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                               use_dht=int(dht is not None),
+                                               num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    d_q = torch.empty_like(q)
+    d_k = torch.empty_like(k)
+    d_v = torch.empty_like(v)
+    d_a = torch.empty_like(a)
+    d_b = torch.empty_like(b)
+    d_gk = torch.empty_like(gk)
+    _dgrad_kernel[(NT, B * H)](q, k, v, gk, a, b, do, Gamma, W, C, h, dh, d_q, d_k, d_v, d_a, d_b, d_gk, scale, T,
+                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
+                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+    return dict(q=d_q, k=d_k, v=d_v, a=d_a, b=d_b, gk=d_gk, initial_state=dh0)
 
 
 def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None, output_final_state=False):

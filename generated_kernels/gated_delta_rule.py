@@ -268,6 +268,97 @@ def _dstate_kernel(q, k, do, in_Gamma, in_Wl, dh, dht, dh0, scale, T,
 
 
 
+# the backward's gradients, per chunk in parallel: every argument's gradient from its
+# verified claim, given S_[t-1]^C (the forward's h) and delta S_[t]^C (the reverse scan's dh)
+@triton.jit(do_not_specialize=["T"])
+def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_Wl, in_U, h, dh, d_q, d_k, d_v, d_g, d_beta, scale, T,
+                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+    # one program per (chunk, batch*head); V is one block
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = 0 * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
+    p_hs = ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
+    b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
+    b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
+    b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
+    b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    b_Wl = tl.load(in_Wl + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    # gC = \boldsymbol{\gamma}_{[t]}^{C}
+    b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    b_gC = tl.exp(b_gC_log)
+    # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]}  (its gate factor, in log space)
+    b_Ql_f = b_Gamma_log
+    # Kl = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{K}_{[t]}  (its gate factor, in log space)
+    b_Kl_f = b_Gamma_log
+    # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # Xt = \mathbf{I} + \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
+    b_Xt = (tl.where(m_eye, 1.0, 0.) + (b_Beta * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.)))
+    # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}
+    b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
+    # Vnew = \mathbf{U}_{[t]} - \overleftarrow{\mathbf{W}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top
+    b_Vnew = (b_U - tl.dot(b_Wl.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
+    # S = \gamma_{[t]}^{C} \left(\mathbf{S}_{[t-1]}^{C} + \mathbf{V}_{[t],new}^\top \overrightarrow{\mathbf{K}_{[t]}}\right)
+    b_S = ((b_s * tl.exp(b_gC_log)) + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), (b_K * tl.exp((b_Kr_f + b_gC_log))).to(DT2).to(CT2), input_precision=PREC2))
+    # dQl = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}}
+    b_dQl = (tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dVnew = \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}} {\delta \mathbf{S}_{[t]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
+    b_dVnew = (tl.dot((b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), (tl.trans(b_ds) * tl.exp(b_gC_log)).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    # dWl = \left(-\delta \mathbf{V}_{[t],new}\right) \mathbf{S}_{[t-1]}^{C}
+    b_dWl = tl.dot((-b_dVnew).to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
+    # dU = \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}} {\delta \mathbf{S}_{[t]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
+    b_dU = (tl.dot((b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), (tl.trans(b_ds) * tl.exp(b_gC_log)).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    # dAt = \delta \overleftarrow{\mathbf{W}_{[t]}} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) + \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)
+    b_dAt = ((tl.dot(b_dWl.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_Beta)) + (tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3) * tl.trans(b_Beta)))
+    # dXt = -\widetilde{\mathbf{A}}_{[t]}^\top \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
+    b_dXt = (-tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2))
+    # dKl = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}}
+    b_dKl = (tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_strict, (b_Beta * b_dXt), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dKr = \gamma_{[t]}^{C} \mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{K}_{[t]}}
+    b_dKr = ((tl.dot(b_Vnew.to(DT2).to(CT2), (b_ds * tl.exp(b_gC_log)).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.trans(tl.where(m_strict, (b_Beta * b_dXt), 0.)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dQ = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \delta \overleftarrow{\mathbf{Q}_{[t]}}  (its gate factor, in log space)
+    b_dQ_f = b_Gamma_log
+    # g_q = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \delta \overleftarrow{\mathbf{Q}_{[t]}}   [claim gdn.bwd.dQ, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
+    b_g_q = (b_dQl * tl.exp(b_Gamma_log))
+    # g_k = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \delta \overleftarrow{\mathbf{K}_{[t]}} + \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \delta \overrightarrow{\mathbf{K}_{[t]}}   [claim gdn.bwd.dK, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
+    b_g_k = ((b_dKl * tl.exp(b_Gamma_log)) + (b_dKr * tl.exp((-b_Gamma_log))))
+    # g_v = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]}   [claim gdn.bwd.dV, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
+    b_g_v = tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
+    # g_g = \text{suffix\_sum}_{row}\left(\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{K}_{[t]} - \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \delta \overrightarrow{\mathbf{K}_{[t]}} \odot \mathbf{K}_{[t]}\right) \mathbf{1} + \left[0,\dots,0,\langle \mathbf{S}_{[t]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle\right]^\top\right)   [claim gdn.bwd.dlogalpha, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
+    b_g_g = tl.sum(tl.where(m_upper, tl.trans((tl.sum(((((b_dQl * tl.exp(b_dQ_f)) * b_Q) + ((b_dKl * tl.exp(b_Gamma_log)) * b_K)) - ((b_dKr * tl.exp((-b_Gamma_log))) * b_K)) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True) + tl.where(m_last, tl.trans(tl.sum(tl.sum(b_S * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True)), 0.))), 0.), axis=1, keep_dims=True)
+    # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \overleftarrow{\mathbf{K}_{[t]}}^\top + \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top + \delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top\right)   [claim gdn.bwd.dbeta, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
+    b_g_beta = tl.sum(tl.where(m_eye, ((tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(b_dXt.to(DT2).to(CT2), tl.trans(tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.)).to(DT2).to(CT2), input_precision=PREC2)), 0.), axis=1, keep_dims=True)
+
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    tl.store(d_g + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_g, [BT]).to(d_g.dtype.element_ty), mask=m_r)
+    tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty), mask=m_r)
+
+
+
 
 def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=None):
     B, T, H, K = q.shape
@@ -331,6 +422,48 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None):
                                                use_dht=int(dht is not None),
                                                num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     return dh, dh0
+
+
+
+def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=None):
+    """Every argument's gradient and the initial state's, for L = <do, o> + <dht, final
+    state> (dht may be None): the forward state scan (h), the reverse scan (dh) and the
+    per-chunk gradient kernel.  Internal: the public function has no autograd yet."""
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    til = effective_tiling(TILING, q.dtype, K, V)
+    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
+    types = dot_types(q.dtype, q.device, til["computed_dots"], til["inverse16"], til["fp32_products"])
+    types["GS"] = gate_products(til)
+    Gamma = torch.empty(B, T, H, dtype=torch.float32, device=q.device)
+    Wl = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
+    U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
+    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, Wl, U, scale, T,
+                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
+                                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+
+    NT = triton.cdiv(T, BT)
+    h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
+    h0 = initial_state if initial_state is not None else h
+    _state_kernel[(triton.cdiv(V, BV), B * H)](k, Gamma, Wl, U, h, h0, h0, scale, T,
+                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                              use_h0=int(initial_state is not None), store_ht=0,
+                                              num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
+    dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
+    _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, Wl, dh, dht if dht is not None else dh0, dh0, scale, T,
+                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                               use_dht=int(dht is not None),
+                                               num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    d_q = torch.empty_like(q)
+    d_k = torch.empty_like(k)
+    d_v = torch.empty_like(v)
+    d_g = torch.empty_like(g)
+    d_beta = torch.empty_like(beta)
+    _dgrad_kernel[(NT, B * H)](q, k, v, beta, do, Gamma, Wl, U, h, dh, d_q, d_k, d_v, d_g, d_beta, scale, T,
+                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
+                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+    return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False):

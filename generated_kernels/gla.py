@@ -236,6 +236,73 @@ def _dstate_kernel(q, do, in_Gamma, dh, dht, dh0, scale, T,
 
 
 
+# the backward's gradients, per chunk in parallel: every argument's gradient from its
+# verified claim, given S_[t-1]^C (the forward's h) and delta S_[t]^C (the reverse scan's dh)
+@triton.jit(do_not_specialize=["T"])
+def _dgrad_kernel(q, k, v, do, in_Gamma, h, dh, d_q, d_k, d_v, d_g, scale, T,
+                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+    # one program per (chunk, batch*head); V is one block
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = 0 * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
+    p_hs = ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
+    b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
+    b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    # gC = \mathbf{\Gamma}_{[t]}^{C}
+    b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    b_gC = tl.exp(b_gC_log)
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Ql_f = b_Gamma_log
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # S = \left(\mathbf{S}_{[t-1]}^{C} + \mathbf{V}_{[t]}^\top \overrightarrow{\mathbf{K}_{[t]}}\right) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
+    b_S = ((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_V).to(DT3).to(CT3), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT3).to(CT3), input_precision=PREC3))
+    # dQl = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t]}^\top \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}}
+    b_dQl = (tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dKr = \mathbf{V}_{[t]} \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \left(\mathbf{V}_{[t]} \delta \mathbf{O}_{[t]}^\top \odot \mathbf{M}^\top\right) \overleftarrow{\mathbf{Q}_{[t]}}
+    b_dKr = (tl.dot(b_V.to(DT3).to(CT3), (b_ds * tl.exp(tl.trans(b_gC_log))).to(DT3).to(CT3), input_precision=PREC3) + tl.dot(tl.where(m_upper, tl.dot(b_V.to(DT).to(CT), tl.trans(b_dO).to(DT).to(CT), input_precision=PREC), 0.).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_dK_f = (-b_Gamma_log)
+    # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_dQ_f = b_Gamma_log
+    # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim gla.dQ, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 194]
+    b_g_q = (b_dQl * tl.exp(b_Gamma_log))
+    # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim gla.dK, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 190]
+    b_g_k = (b_dKr * tl.exp((-b_Gamma_log)))
+    # g_v = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + \left(\overrightarrow{\mathbf{K}_{[t]}} \overleftarrow{\mathbf{Q}_{[t]}}^\top \odot \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]}   [claim gla.dV, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 178, row 3]
+    b_g_v = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_upper, tl.dot((b_K * tl.exp(b_Kr_f - tl.sum(tl.where(m_mid, b_Kr_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_Q) * tl.exp(tl.trans(b_Ql_f) + tl.trans(tl.sum(tl.where(m_mid, b_Kr_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,\text{diag}\left({\mathbf{S}_{[t]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)\right]^\top\right)   [claim gla.bwd.dlogalpha, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播]
+    b_g_g = tl.cumsum(((((b_dQl * tl.exp(b_dQ_f)) * b_Q) - ((b_dKr * tl.exp(b_dK_f)) * b_K)) + tl.where(m_last, tl.trans(tl.sum(tl.trans(b_S) * tl.trans(b_ds), axis=1, keep_dims=True)), 0.)), axis=0, reverse=True)
+
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+
+
+
 
 def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=None):
     B, T, H, K = q.shape
@@ -295,6 +362,45 @@ def _backward_states(q, k, v, g, do, dht, scale, chunk_size=None):
                                                use_dht=int(dht is not None),
                                                num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     return dh, dh0
+
+
+
+def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None):
+    """Every argument's gradient and the initial state's, for L = <do, o> + <dht, final
+    state> (dht may be None): the forward state scan (h), the reverse scan (dh) and the
+    per-chunk gradient kernel.  Internal: the public function has no autograd yet."""
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    til = effective_tiling(TILING, q.dtype, K, V)
+    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
+    types = dot_types(q.dtype, q.device, til["computed_dots"], til["inverse16"], til["fp32_products"])
+    types["GS"] = gate_products(til)
+    Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    _intra_kernel[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
+                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
+                                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+
+    NT = triton.cdiv(T, BT)
+    h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
+    h0 = initial_state if initial_state is not None else h
+    _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, Gamma, h, h0, h0, scale, T,
+                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                              use_h0=int(initial_state is not None), store_ht=0,
+                                              num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
+    dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
+    _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, do, Gamma, dh, dht if dht is not None else dh0, dh0, scale, T,
+                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                               use_dht=int(dht is not None),
+                                               num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    d_q = torch.empty_like(q)
+    d_k = torch.empty_like(k)
+    d_v = torch.empty_like(v)
+    d_g = torch.empty_like(g)
+    _dgrad_kernel[(NT, B * H)](q, k, v, do, Gamma, h, dh, d_q, d_k, d_v, d_g, scale, T,
+                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
+                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+    return dict(q=d_q, k=d_k, v=d_v, g=d_g, initial_state=dh0)
 
 
 def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False):

@@ -270,6 +270,99 @@ def _dstate_kernel(q, k, do, in_Gamma, in_W, dh, dht, dh0, scale, T,
 
 
 
+# the backward's gradients, per chunk in parallel: every argument's gradient from its
+# verified claim, given S_[t-1]^C (the forward's h) and delta S_[t]^C (the reverse scan's dh)
+@triton.jit(do_not_specialize=["T"])
+def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_q, d_k, d_v, d_g, d_beta, scale, T,
+                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+    # one program per (chunk, batch*head); V is one block
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = 0 * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
+    p_hs = ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
+    b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
+    b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
+    b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    # gC = \mathbf{\Gamma}_{[t]}^{C}
+    b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    b_gC = tl.exp(b_gC_log)
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Ql_f = b_Gamma_log
+    # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Kl_f = b_Gamma_log
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)  (kept as its diagonal)
+    b_DB = b_Beta
+    # Xt = \mathbf{I} + \text{Diag}(\boldsymbol{\beta}_{[t]}) \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
+    b_Xt = (tl.where(m_eye, 1.0, 0.) + (b_DB * _masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)))
+    # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}
+    b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
+    # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
+    b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
+    # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],new}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
+    b_S = ((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
+    # dQl = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}}
+    b_dQl = (tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dU = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
+    b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    # dW = \left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C}
+    b_dW = tl.dot((-b_dU).to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
+    # dAt = \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}(\boldsymbol{\beta}_{[t]}) + \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top \text{Diag}(\boldsymbol{\beta}_{[t]})
+    b_dAt = ((tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_DB)) + (tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3) * tl.trans(b_DB)))
+    # dXt = \left(-{\left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}}^\top\right) \delta \widetilde{\mathbf{A}}_{[t]} {\left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}}^\top
+    b_dXt = tl.dot(tl.dot((-tl.trans(_inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC))).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(_inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)).to(DT2).to(CT2), input_precision=PREC2)
+    # dKl = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}}
+    b_dKl = (tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_strict, (b_DB * b_dXt), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dKr = \mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{K}_{[t]}}
+    b_dKr = ((tl.dot(b_Vnew.to(DT2).to(CT2), (b_ds * tl.exp(tl.trans(b_gC_log))).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.trans(tl.where(m_strict, (b_DB * b_dXt), 0.)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_dQ_f = b_Gamma_log
+    # dDB = \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top + \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top + \delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top
+    b_dDB = ((tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(b_dXt.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), input_precision=PREC2))
+    # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim kda.dQ, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{Q}_{[t]}\), line 127, row 2]
+    b_g_q = (b_dQl * tl.exp(b_Gamma_log))
+    # g_k = \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} + \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim kda.dK, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{K}_{[t]}\), line 245, row 1]
+    b_g_k = ((b_dKl * tl.exp(b_Gamma_log)) + (b_dKr * tl.exp((-b_Gamma_log))))
+    # g_v = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]}   [claim kda.dV, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{V}_{[t]}\), line 134, row 1]
+    b_g_v = tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
+    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,\text{diag}\left({\mathbf{S}_{[t]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)\right]^\top\right)   [claim kda.dlogAlpha, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
+    b_g_g = tl.cumsum(((((b_dQl * tl.exp(b_dQ_f)) * b_Q) + (((b_dKl * tl.exp(b_Gamma_log)) * b_K) - ((b_dKr * tl.exp((-b_Gamma_log))) * b_K))) + tl.where(m_last, tl.trans(tl.sum(tl.trans(b_S) * tl.trans(b_ds), axis=1, keep_dims=True)), 0.)), axis=0, reverse=True)
+    # g_beta = \text{diag}\left(\delta \text{Diag}(\boldsymbol{\beta}_{[t]})\right)   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
+    b_g_beta = tl.sum(tl.where(m_eye, b_dDB, 0.), axis=1, keep_dims=True)
+
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty), mask=m_r)
+
+
+
 
 def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=None):
     B, T, H, K = q.shape
@@ -333,6 +426,48 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None):
                                                use_dht=int(dht is not None),
                                                num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     return dh, dh0
+
+
+
+def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=None):
+    """Every argument's gradient and the initial state's, for L = <do, o> + <dht, final
+    state> (dht may be None): the forward state scan (h), the reverse scan (dh) and the
+    per-chunk gradient kernel.  Internal: the public function has no autograd yet."""
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    til = effective_tiling(TILING, q.dtype, K, V)
+    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
+    types = dot_types(q.dtype, q.device, til["computed_dots"], til["inverse16"], til["fp32_products"])
+    types["GS"] = gate_products(til)
+    Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
+    U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
+    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, W, U, scale, T,
+                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
+                                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+
+    NT = triton.cdiv(T, BT)
+    h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
+    h0 = initial_state if initial_state is not None else h
+    _state_kernel[(triton.cdiv(V, BV), B * H)](k, Gamma, W, U, h, h0, h0, scale, T,
+                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                              use_h0=int(initial_state is not None), store_ht=0,
+                                              num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
+    dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
+    _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, dh, dht if dht is not None else dh0, dh0, scale, T,
+                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                               use_dht=int(dht is not None),
+                                               num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    d_q = torch.empty_like(q)
+    d_k = torch.empty_like(k)
+    d_v = torch.empty_like(v)
+    d_g = torch.empty_like(g)
+    d_beta = torch.empty_like(beta)
+    _dgrad_kernel[(NT, B * H)](q, k, v, beta, do, Gamma, W, U, h, dh, d_q, d_k, d_v, d_g, d_beta, scale, T,
+                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
+                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+    return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False):
