@@ -1,3 +1,3 @@
-"""Triton code generation from verified claims (issue: kernels from formulas).
-
-Nothing is generated yet; the generator arrives with the forward-kernel issue."""
+"""Triton code generation from verified claims: `chunkproof gen` prints
+generated_kernels/ (plan.py stages, printer.py IR -> Triton, emit.py stage data,
+backward.py the backward's stages, templates/ the skeletons)."""

@@ -10,7 +10,7 @@ import dataclasses
 from typing import List, Tuple
 
 from derivations import ir
-from .plan import Plan, backward_claims, var_names
+from .plan import Plan, var_names
 from .printer import CodegenError
 
 ADJ_STATE = "dS"          # δS_[t]^C, carried by the reverse scan
@@ -25,28 +25,40 @@ def adj_tile(x: ir.Adj) -> ir.Var:
     return ir.Var("d" + x.var.name, x.var.rows, x.var.cols, r"\delta " + x.var.tex)
 
 
-def subst_adjoints(e: ir.Expr) -> ir.Expr:
-    """e with every adj(X) replaced by the tile dX."""
+def subst_adjoints(e: ir.Expr, named=None) -> ir.Expr:
+    """e with every adj(X) replaced by the tile dX, and every subexpression that a
+    program definition names (``named``: repr of an expression -> its Var) by that tile: the notes
+    write X^{-T} where the program has A = X^{-1}, and the kernel should not invert twice."""
     if isinstance(e, ir.Adj):
         return adj_tile(e)
+    if named and not isinstance(e, ir.Var) and repr(e) in named:
+        return named[repr(e)]
     if not dataclasses.is_dataclass(e):
         return e
     changes = {}
     for f in dataclasses.fields(e):
         val = getattr(e, f.name)
         if isinstance(val, ir.Expr):
-            new = subst_adjoints(val)
+            new = subst_adjoints(val, named)
             if new is not val:
                 changes[f.name] = new
     return dataclasses.replace(e, **changes) if changes else e
 
 
-def _adjoint_defs(bwd):
+def _named(plan: Plan):
+    # IR nodes compare by identity; their dataclass repr is the structural key.  The
+    # tile keeps the LaTeX its other uses in the program print with.
+    tex = {n.name: n.tex for _, e in plan.defs for n in ir.walk(e) if isinstance(n, ir.Var)}
+    return {repr(e): ir.Var(n, *e.shape(), tex.get(n, n)) for n, e in plan.defs if not isinstance(e, ir.Var)}
+
+
+def _adjoint_defs(plan: Plan, bwd):
+    named = _named(plan)
     out = {}
     for c in list(bwd["inner"]) + list(bwd["grads"].values()):
         if isinstance(c.lhs, ir.Adj):
-            out[adj_tile(c.lhs).name] = subst_adjoints(c.rhs)
-    return out
+            out[adj_tile(c.lhs).name] = subst_adjoints(c.rhs, named)
+    return out, named
 
 
 def _collect(plan: Plan, adj_defs, exprs, what, allow_state):
@@ -90,23 +102,22 @@ def _extended(plan, adj_defs, names):
     return dataclasses.replace(plan, defs=list(plan.defs) + [(n, adj_defs[n]) for n in names])
 
 
-def reverse_scan(plan: Plan, check=True) -> Tuple[Plan, List[str], Tuple[str, ir.Expr, object], List[str]]:
+def reverse_scan(plan: Plan, bwd) -> Tuple[Plan, List[str], Tuple[str, ir.Expr, object], List[str]]:
     """(plan extended by the adjoint definitions, definitions the reverse scan computes in
-    order, its final (name, expr, claim) = delta S_[t-1], boundary tiles it reads)."""
-    bwd = backward_claims(plan.variant, plan.deriv, check=check)
-    adj_defs = _adjoint_defs(bwd)
+    order, its final (name, expr, claim) = delta S_[t-1], boundary tiles it reads).
+    ``bwd``: the variant's checked backward claims (plan.backward_claims)."""
+    adj_defs, named = _adjoint_defs(plan, bwd)
     c = bwd["dS_prev"]
-    final = subst_adjoints(c.rhs)
+    final = subst_adjoints(c.rhs, named)
     fwd, adj, reads = _collect(plan, adj_defs, [final], "reverse scan", allow_state=False)
     return _extended(plan, adj_defs, adj), fwd + adj, ("dS_prev", final, c), reads
 
 
-def gradients(plan: Plan, check=True):
+def gradients(plan: Plan, bwd):
     """The per-chunk gradient stage: (extended plan, definitions in order, finals
     [("g_<arg>", expr, claim)], boundary tiles read).  It reads S_[t-1] (the forward's h)
     and delta S_[t] (the reverse scan's dh)."""
-    bwd = backward_claims(plan.variant, plan.deriv, check=check)
-    adj_defs = _adjoint_defs(bwd)
-    finals = [(f"g_{a}", subst_adjoints(c.rhs), c) for a, c in bwd["grads"].items()]
+    adj_defs, named = _adjoint_defs(plan, bwd)
+    finals = [(f"g_{a}", subst_adjoints(c.rhs, named), c) for a, c in bwd["grads"].items()]
     fwd, adj, reads = _collect(plan, adj_defs, [e for _, e, _ in finals], "gradient stage", allow_state=True)
     return _extended(plan, adj_defs, adj), fwd + adj, finals, reads

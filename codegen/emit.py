@@ -124,21 +124,27 @@ def stages(plan: Plan):
     return intra, scan, state, out
 
 
-def reverse_stage(plan: Plan, check=True) -> Stage:
-    """The backward's reverse scan over chunks: δS_[t-1] from δS_[t] (b_ds) and δO_[t]."""
+def _backward_inputs():
+    """δO_[t] is read from memory; δS_[t] is b_ds (carried by the reverse scan, loaded
+    from dh by the gradient kernel)."""
     from . import backward
-    ext, names, final, reads = backward.reverse_scan(plan, check)
-    do = Load(backward.D_OUT, "do", "v", False)
-    env = {backward.ADJ_STATE: Val("b_ds", ("Dv", "Dk")), backward.D_OUT: Val("b_dO", ("C", "Dv"), raw=True)}
+    return ([Load(backward.D_OUT, "do", "v", False)],
+            {backward.ADJ_STATE: Val("b_ds", ("Dv", "Dk")), backward.D_OUT: Val("b_dO", ("C", "Dv"), raw=True)})
+
+
+def reverse_stage(plan: Plan, bwd) -> Stage:
+    """The backward's reverse scan over chunks: δS_[t-1] from δS_[t] and δO_[t]."""
+    from . import backward
+    ext, names, final, reads = backward.reverse_scan(plan, bwd)
+    loads, env = _backward_inputs()
     return _stage(ext, names, [final], reads, f"{plan.variant.name} reverse scan kernel",
-                  extra_loads=[do], extra_env=env)
+                  extra_loads=loads, extra_env=env)
 
 
-def gradient_stage(plan: Plan, check=True) -> Stage:
-    """The backward's per-chunk gradients, given S_[t-1] (b_s) and delta S_[t] (b_ds)."""
+def gradient_stage(plan: Plan, bwd) -> Stage:
+    """The backward's per-chunk gradients, given S_[t-1] (b_s) and δS_[t] (b_ds)."""
     from . import backward
-    ext, names, finals, reads = backward.gradients(plan, check)
-    do = Load(backward.D_OUT, "do", "v", False)
-    env = {backward.ADJ_STATE: Val("b_ds", ("Dv", "Dk")), backward.D_OUT: Val("b_dO", ("C", "Dv"), raw=True)}
+    ext, names, finals, reads = backward.gradients(plan, bwd)
+    loads, env = _backward_inputs()
     return _stage(ext, names, finals, reads, f"{plan.variant.name} gradient kernel", state_in_memory=True,
-                  extra_loads=[do], extra_env=env)
+                  extra_loads=loads, extra_env=env)

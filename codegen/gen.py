@@ -8,7 +8,7 @@ from typing import Dict, List, Optional
 import jinja2
 
 from . import emit
-from .plan import load_variant
+from .plan import backward_claims, load_variant
 from .printer import CodegenError
 from .variants import VARIANTS, Variant
 
@@ -28,8 +28,10 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     the backward claims (tests that print from deliberately broken derivations)."""
     plan = plan or load_variant(v, check=check)
     intra, scan, state, out = emit.stages(plan)
-    rev = emit.reverse_stage(plan, check) if v.backward else None
-    grad = emit.gradient_stage(plan, check) if v.backward else None
+    rev = grad = None
+    if v.backward:   # the backward claims are checked once, for both stages
+        bwd = backward_claims(v, plan.deriv, check=check)
+        rev, grad = emit.reverse_stage(plan, bwd), emit.gradient_stage(plan, bwd)
     store_kind = {"k": "k", "v": "v", "gate_k": "k", "gate_h": "head", "head": "head"}
     dmap = dict(plan.defs)
     ctx = dict(

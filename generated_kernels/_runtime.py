@@ -16,6 +16,15 @@ _SHAPES = {"k": "[B, T, H, K]", "v": "[B, T, H, V]", "gate_k": "[B, T, H, K]", "
 
 
 @triton.jit
+def _place_diag_blocks(x3, BT: tl.constexpr):
+    # [BT/16, 16, 16] -> the BT x BT tile with those blocks on its diagonal, zero elsewhere
+    NB: tl.constexpr = BT // 16
+    o_b = tl.arange(0, NB)
+    on_diag = o_b[:, None, None, None] == o_b[None, :, None, None]
+    return tl.reshape(tl.permute(tl.where(on_diag, tl.reshape(x3, [NB, 1, 16, 16]), 0.), [0, 2, 1, 3]), [BT, BT])
+
+
+@triton.jit
 def _inv_unit_lower(x, m_strict, m_eye, BT: tl.constexpr, IPREC: tl.constexpr):
     # (I + L)^{-1} for strictly lower L, with BT a multiple of 16.  L = Ld + N with Ld
     # inside the 16 x 16 diagonal blocks and N below them.  D = I + Ld is inverted by
@@ -36,7 +45,7 @@ def _inv_unit_lower(x, m_strict, m_eye, BT: tl.constexpr, IPREC: tl.constexpr):
     for j in range(1, 16):
         sel = (o_r == j)[None, :, None]
         b_y = tl.where(sel, b_y - tl.dot(tl.where(sel, b_ld, 0.), b_y, input_precision=IPREC), b_y)
-    b_y = tl.reshape(tl.permute(tl.where(on_diag, tl.reshape(b_y, [NB, 1, 16, 16]), 0.), [0, 2, 1, 3]), [BT, BT])
+    b_y = _place_diag_blocks(b_y, BT)
     b_eye = tl.where(m_eye, 1., 0.)
     b_m = -tl.dot(b_y, tl.where(same, 0., b_l), input_precision=IPREC)
     b_inv = b_eye
@@ -69,7 +78,6 @@ def _masked_gated_dot(a, fa, b, fb, m_keep, m_mid, STRICT: tl.constexpr, STABLE:
         D: tl.constexpr = a.shape[1]
         o_t = tl.arange(0, BT)
         o_r = tl.arange(0, 16)
-        o_b = tl.arange(0, NB)
         neg = float("-inf")
         p = tl.zeros([BT, BT], dtype=tl.float32)
         for I in tl.static_range(1, NB):
@@ -92,8 +100,7 @@ def _masked_gated_dot(a, fa, b, fb, m_keep, m_mid, STRICT: tl.constexpr, STABLE:
                 keep = (o_r >= j)[None, :, None]
             col = tl.sum(a3 * b_j * tl.exp(tl.where(keep, f3 + g_j, neg)), axis=2)
             p3 = tl.where((o_r == j)[None, None, :], col[:, :, None], p3)
-        on_diag = o_b[:, None, None, None] == o_b[None, :, None, None]
-        p += tl.reshape(tl.permute(tl.where(on_diag, tl.reshape(p3, [NB, 1, 16, 16]), 0.), [0, 2, 1, 3]), [BT, BT])
+        p += _place_diag_blocks(p3, BT)
     else:
         mid = tl.sum(tl.where(m_mid, fa, 0.), axis=0, keep_dims=True)
         p = tl.dot((a * tl.exp(fa - mid)).to(DT2).to(CT2), (b * tl.exp(fb + tl.trans(mid))).to(DT2).to(CT2),

@@ -7,9 +7,10 @@ import importlib
 import torch
 import torch.nn.functional as F
 
-VARIANTS = ["gla", "gated_delta_rule", "kda", "dplr_delta_rule"]
-API = {"gla": "chunk_gla", "gated_delta_rule": "chunk_gated_delta_rule", "kda": "chunk_kda",
-       "dplr_delta_rule": "chunk_dplr_delta_rule"}
+from codegen.variants import VARIANTS as _GENERATED
+
+VARIANTS = [v.name for v in _GENERATED]
+API = {v.name: v.func for v in _GENERATED}      # module name -> public function
 GATES = ("typical", "near0", "strong", "underflow")
 BETAS = ("random", "zero", "one")
 
