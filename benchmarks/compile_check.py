@@ -30,9 +30,11 @@ def signature(fn, dtype, consts):
             sig[name] = "constexpr"
         elif name in ("scale",):
             sig[name] = "fp32"
-        elif name in ("T", "H", "use_h0", "store_ht", "use_dht"):
+        elif name in ("T", "H", "NTOK", "use_h0", "store_ht", "use_dht"):
             sig[name] = "i32"
-        elif name in ("h0", "ht", "dh", "dht", "dh0") or name.endswith("_Gamma") or name in ("g", "gk", "d_g", "d_gk"):
+        elif name in ("h0", "ht", "dh", "dht", "dh0") or name.endswith("_Gamma") or name in ("g", "gk"):
+            sig[name] = "*fp32"
+        elif name.startswith("d_") and name != "d_v":   # per-V-block partial sums (V > BV)
             sig[name] = "*fp32"
         else:
             sig[name] = PTR[dtype]
@@ -95,7 +97,7 @@ def main():
             fn = getattr(mod, kname, None)
             if fn is None:
                 continue
-            consts = dict(K=args.K, V=args.V, BT=BT, BK=BK, BV=BVF if kname in ("_intra_kernel", "_dgrad_kernel") else BV,
+            consts = dict(K=args.K, V=args.V, BT=BT, BK=BK, BV=BVF if kname == "_intra_kernel" else BV,
                           **types)
             t0 = time.time()
             try:

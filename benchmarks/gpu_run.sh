@@ -3,6 +3,8 @@
 # benchmark against FLA, then the GPU tests.  From the repository root:
 #
 #     bash benchmarks/gpu_run.sh [extra fwd_vs_fla.py arguments, e.g. --variants kda,dplr_delta_rule]
+#     JOB=fwdbwd SKIP_TESTS=1 bash benchmarks/gpu_run.sh   (forward + backward, fwdbwd_vs_fla.py,
+#         one process per variant: FWDBWD_VARIANTS, VARIANT_TIMEOUT seconds each, default 130)
 #
 # Sized for one ~9-minute call: about 15 s of setup, the benchmark (BENCH_TIMEOUT, default
 # 400 s; the script itself plans for BENCH_TIMEOUT - 25 s, gives each variant a fair share of
@@ -76,13 +78,24 @@ EOF
     echo "setup took $((SECONDS - T0)) s"
 } 2>&1 | tee "$OUT/versions.log"
 
-echo "== benchmarks/fwd_vs_fla.py (limit ${BENCH_TIMEOUT} s)"
-# -k: SIGKILL 15 s after the SIGTERM, should the clean-up hang
-timeout -k 15 "$BENCH_TIMEOUT" python3 benchmarks/fwd_vs_fla.py \
-    --out "$OUT/fwd_vs_fla.md" --json "$OUT/fwd_vs_fla.json" \
-    --total-budget "$((BENCH_TIMEOUT > 60 ? BENCH_TIMEOUT - 25 : BENCH_TIMEOUT))" "$@" 2>&1 \
-    | tee "$OUT/bench.log"
-bench_rc=$?
+if [ "${JOB:-fwd}" = fwdbwd ]; then
+    # forward + backward vs FLA, one process per variant, each bounded by VARIANT_TIMEOUT
+    for v in ${FWDBWD_VARIANTS:-gla gated_delta_rule kda dplr_delta_rule}; do
+        echo "== benchmarks/fwdbwd_vs_fla.py --variant $v (limit ${VARIANT_TIMEOUT:-130} s, at $((SECONDS - T0)) s)"
+        timeout -k 10 "${VARIANT_TIMEOUT:-130}" python3 benchmarks/fwdbwd_vs_fla.py --variant "$v" \
+            --json-dir "$OUT/fwdbwd" "$@" 2>&1 | grep -v _warn_once | tee -a "$OUT/fwdbwd.log"
+    done
+    python3 benchmarks/fwdbwd_vs_fla.py --table "$OUT/fwdbwd" --out "$OUT/fwdbwd_vs_fla.md"
+    bench_rc=$?
+else
+    echo "== benchmarks/fwd_vs_fla.py (limit ${BENCH_TIMEOUT} s)"
+    # -k: SIGKILL 15 s after the SIGTERM, should the clean-up hang
+    timeout -k 15 "$BENCH_TIMEOUT" python3 benchmarks/fwd_vs_fla.py \
+        --out "$OUT/fwd_vs_fla.md" --json "$OUT/fwd_vs_fla.json" \
+        --total-budget "$((BENCH_TIMEOUT > 60 ? BENCH_TIMEOUT - 25 : BENCH_TIMEOUT))" "$@" 2>&1 \
+        | tee "$OUT/bench.log"
+    bench_rc=$?
+fi
 echo "benchmark exit status: $bench_rc (at $((SECONDS - T0)) s)"
 
 test_rc=0

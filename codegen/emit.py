@@ -65,7 +65,7 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
         a = args[t]
         log = a.kind.startswith("gate")
         st.loads.append(Load(t, a.name, layout(shapes[t]), log, scaled=(a.name == "q")))
-        env[t] = Val(None, shapes[t], log=f"b_{t}_log") if log else \
+        env[t] = Val(None, shapes[t], log=f"b_{t}_log", last=f"b_{t}_log_last") if log else \
             Val(f"b_{t}", shapes[t], raw=(a.name != "q"))      # q is scaled on load
     if "S_prev" in used:
         env["S_prev"] = Val("b_s", ("Dv", "Dk"), raw=state_in_memory)
@@ -74,7 +74,7 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
             st.loads.append(ld)
     env.update(extra_env or {})
     for r in reads:
-        env[r] = Val(None, dmap[r].shape(), log=f"b_{r}_log") if r in plan.logs else \
+        env[r] = Val(None, dmap[r].shape(), log=f"b_{r}_log", last=f"b_{r}_log_last") if r in plan.logs else \
             Val(f"b_{r}", dmap[r].shape(), raw=True)
     pr = TritonPrinter(env, lambda e: planmod.unit_lower(e, dmap, plan.diagonal), where)
     for n in names:

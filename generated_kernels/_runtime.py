@@ -55,66 +55,90 @@ def _inv_unit_lower(x, m_strict, m_eye, BT: tl.constexpr, IPREC: tl.constexpr):
 
 
 @triton.jit
-def _masked_gated_dot(a, fa, b, fb, m_keep, m_mid, STRICT: tl.constexpr, STABLE: tl.constexpr,
-                      BT: tl.constexpr, DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr):
-    # P[i, j] = sum_d a[i, d] b[d, j] exp(fa[i, d] + fb[d, j]) where m_keep (on and below
-    # the diagonal, or strictly below if STRICT), for a: [BT, D], b: [D, BT] and the log
-    # factors of decaying gates (fa non-increasing down the rows, fa[i] + fb[:, j] <= 0
-    # for i >= j).
-    # STABLE (TILING gate_products="stable"): the secondary chunking of note 003 §5.3,
-    # whose identities hold as claims gla.P_case1 (diagonal sub-chunks entry by entry)
-    # and gla.P_case2.corrected (a sub-chunk below the diagonal is one unmasked product),
-    # with each block's factors rescaled by an anchor row, so that no exponent that is
-    # evaluated exceeds 0, whatever the decay:
+def _rebalanced_gated_dot(a, ea, b, eb, DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr):
+    return tl.dot((a * tl.exp(ea)).to(DT2).to(CT2), (b * tl.exp(eb)).to(DT2).to(CT2), input_precision=PREC2)
+
+
+@triton.jit
+def _blocked_gated_dot(a, fa, b, fb, STRICT: tl.constexpr, BT: tl.constexpr, DT2: tl.constexpr,
+                       CT2: tl.constexpr, PREC2: tl.constexpr):
+    # the secondary chunking of note 003 section 5.3, whose identities hold as claims
+    # gla.P_case1 (diagonal sub-chunks entry by entry) and gla.P_case2.corrected (a
+    # sub-chunk below the diagonal is one unmasked product), with each block's factors
+    # rescaled by an anchor row, so that no exponent that is evaluated exceeds 0:
     # - a block of 16 rows I against the columns before it: the reference row r = 16 I
     #   splits exp(fa_i + fb_j) into exp(fa_i - fa_r) exp(fa_r + fb_j), both <= 1, and
     #   the block is one product;
     # - the 16 x 16 diagonal blocks: exp(fa_i + fb_j) entry by entry, one column j at a
     #   time, in fp32 (the stack of blocks is [BT/16, 16, D]).
-    # Otherwise ("rebalanced"): one product with both factors shifted by the middle row;
-    # it overflows once a chunk's decay in a channel passes about -170.
-    if STABLE:
-        NB: tl.constexpr = BT // 16
-        D: tl.constexpr = a.shape[1]
-        o_t = tl.arange(0, BT)
-        o_r = tl.arange(0, 16)
-        neg = float("-inf")
-        p = tl.zeros([BT, BT], dtype=tl.float32)
-        for I in tl.static_range(1, NB):
-            f_r = tl.sum(tl.where((o_t == 16 * I)[:, None], fa, 0.), axis=0, keep_dims=True)
-            a_i = a * tl.exp(tl.where(((o_t // 16) == I)[:, None], fa - f_r, neg))
-            b_i = b * tl.exp(tl.where((o_t < 16 * I)[None, :], fb + tl.trans(f_r), neg))
-            p += tl.dot(a_i.to(DT2).to(CT2), b_i.to(DT2).to(CT2), input_precision=PREC2)
-        a3 = tl.reshape(a.to(tl.float32), [NB, 16, D])
-        f3 = tl.reshape(fa, [NB, 16, D])
-        b3 = tl.reshape(tl.trans(b).to(tl.float32), [NB, 16, D])
-        g3 = tl.reshape(tl.trans(fb), [NB, 16, D])
-        p3 = tl.zeros([NB, 16, 16], dtype=tl.float32)
-        for j in range(16):
-            sel = (o_r == j)[None, :, None]
-            b_j = tl.sum(tl.where(sel, b3, 0.), axis=1, keep_dims=True)
-            g_j = tl.sum(tl.where(sel, g3, 0.), axis=1, keep_dims=True)
-            if STRICT:
-                keep = (o_r > j)[None, :, None]
-            else:
-                keep = (o_r >= j)[None, :, None]
-            col = tl.sum(a3 * b_j * tl.exp(tl.where(keep, f3 + g_j, neg)), axis=2)
-            p3 = tl.where((o_r == j)[None, None, :], col[:, :, None], p3)
-        p += _place_diag_blocks(p3, BT)
+    NB: tl.constexpr = BT // 16
+    D: tl.constexpr = a.shape[1]
+    o_t = tl.arange(0, BT)
+    o_r = tl.arange(0, 16)
+    neg = float("-inf")
+    p = tl.zeros([BT, BT], dtype=tl.float32)
+    for I in tl.static_range(1, NB):
+        f_r = tl.sum(tl.where((o_t == 16 * I)[:, None], fa, 0.), axis=0, keep_dims=True)
+        a_i = a * tl.exp(tl.where(((o_t // 16) == I)[:, None], fa - f_r, neg))
+        b_i = b * tl.exp(tl.where((o_t < 16 * I)[None, :], fb + tl.trans(f_r), neg))
+        p += tl.dot(a_i.to(DT2).to(CT2), b_i.to(DT2).to(CT2), input_precision=PREC2)
+    a3 = tl.reshape(a.to(tl.float32), [NB, 16, D])
+    f3 = tl.reshape(fa, [NB, 16, D])
+    b3 = tl.reshape(tl.trans(b).to(tl.float32), [NB, 16, D])
+    g3 = tl.reshape(tl.trans(fb), [NB, 16, D])
+    p3 = tl.zeros([NB, 16, 16], dtype=tl.float32)
+    for j in range(16):
+        sel = (o_r == j)[None, :, None]
+        b_j = tl.sum(tl.where(sel, b3, 0.), axis=1, keep_dims=True)
+        g_j = tl.sum(tl.where(sel, g3, 0.), axis=1, keep_dims=True)
+        if STRICT:
+            keep = (o_r > j)[None, :, None]
+        else:
+            keep = (o_r >= j)[None, :, None]
+        col = tl.sum(a3 * b_j * tl.exp(tl.where(keep, f3 + g_j, neg)), axis=2)
+        p3 = tl.where((o_r == j)[None, None, :], col[:, :, None], p3)
+    return p + _place_diag_blocks(p3, BT)
+
+
+@triton.jit
+def _masked_gated_dot(a, fa, b, fb, m_keep, m_mid, STRICT: tl.constexpr, GS: tl.constexpr,
+                      BT: tl.constexpr, DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr):
+    # P[i, j] = sum_d a[i, d] b[d, j] exp(fa[i, d] + fb[d, j]) where m_keep (on and below
+    # the diagonal, or strictly below if STRICT), for a: [BT, D], b: [D, BT] and the log
+    # factors of decaying gates (fa non-increasing down the rows, fa[i] + fb[:, j] <= 0
+    # for i >= j).  Two exact forms:
+    # - rebalanced: one product with both factors shifted by the middle row.  Fast, but
+    #   a factor overflows once a chunk's decay in a channel passes about 170;
+    # - blocked (_blocked_gated_dot): no exponent above 0 whatever the decay, but its
+    #   entry-by-entry diagonal blocks ran 10-20x slower on the H200.
+    # GS (TILING gate_products): 0 "rebalanced" always; 2 "blocks" always; 1 "stable":
+    # per chunk, the rebalanced form while every shifted exponent is within +-64 (factors
+    # at most e^64, products of two kept factors <= 1; masked-out entries may overflow and
+    # are discarded), the blocked form otherwise.
+    mid = tl.sum(tl.where(m_mid, fa, 0.), axis=0, keep_dims=True)
+    ea = fa - mid
+    eb = fb + tl.trans(mid)
+    if GS == 0:
+        p = _rebalanced_gated_dot(a, ea, b, eb, DT2, CT2, PREC2)
+    elif GS == 2:
+        p = _blocked_gated_dot(a, fa, b, fb, STRICT, BT, DT2, CT2, PREC2)
     else:
-        mid = tl.sum(tl.where(m_mid, fa, 0.), axis=0, keep_dims=True)
-        p = tl.dot((a * tl.exp(fa - mid)).to(DT2).to(CT2), (b * tl.exp(fb + tl.trans(mid))).to(DT2).to(CT2),
-                   input_precision=PREC2)
-        p = tl.where(m_keep, p, 0.)
-    return p
+        if (tl.max(tl.abs(ea)) <= 64.0) & (tl.max(tl.abs(eb)) <= 64.0):
+            p = _rebalanced_gated_dot(a, ea, b, eb, DT2, CT2, PREC2)
+        else:
+            p = _blocked_gated_dot(a, fa, b, fb, STRICT, BT, DT2, CT2, PREC2)
+    return tl.where(m_keep, p, 0.)
+
+
+_GATE_PRODUCTS = {"rebalanced": 0, "stable": 1, "blocks": 2}
 
 
 def gate_products(tiling):
-    """The GS constexpr: True for TILING gate_products "stable", False for "rebalanced"."""
+    """The GS constexpr for TILING gate_products (see _masked_gated_dot)."""
     mode = tiling.get("gate_products", "stable")
-    if mode not in ("stable", "rebalanced"):
-        raise ValueError(f"TILING['gate_products'] must be 'stable' or 'rebalanced', got {mode!r}")
-    return mode == "stable"
+    if mode not in _GATE_PRODUCTS:
+        raise ValueError(f"TILING['gate_products'] must be one of {sorted(_GATE_PRODUCTS)}, got {mode!r}")
+    return _GATE_PRODUCTS[mode]
 
 
 def effective_tiling(tiling, dtype, K, V):
@@ -237,6 +261,36 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state):
         _fail(func, f"output_final_state must be a bool, got {type(output_final_state).__name__}")
     # non-contiguous inputs are copied to contiguous ones (the kernels index densely)
     return tuple(t.contiguous() for t in tensors), float(scale), initial_state
+
+
+def needs_grad(tensors, initial_state):
+    if not torch.is_grad_enabled():
+        return False
+    return any(t.requires_grad for t in tensors) or (initial_state is not None and initial_state.requires_grad)
+
+
+def check_grads(func, q, v, do, dht):
+    """The incoming gradients of (o, final_state): shapes, dtypes and devices, named."""
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    if do is None:      # only the final state was used
+        do = torch.zeros_like(v)
+    if tuple(do.shape) != tuple(v.shape):
+        _fail(func, f"the gradient of o must have o's shape [B, T, H, V] = {list(v.shape)}, got {list(do.shape)}")
+    if do.dtype != v.dtype:
+        _fail(func, f"the gradient of o must have o's dtype {v.dtype}, got {do.dtype}")
+    if do.device != v.device:
+        _fail(func, f"the gradient of o is on {do.device} but o is on {v.device}")
+    if dht is not None:
+        if tuple(dht.shape) != (B, H, K, V):
+            _fail(func, f"the gradient of the final state must be [B, H, K, V] = {[B, H, K, V]}, "
+                        f"got {list(dht.shape)}")
+        if dht.dtype != torch.float32:
+            _fail(func, f"the gradient of the final state must be float32 (the state's dtype), got {dht.dtype}")
+        if dht.device != v.device:
+            _fail(func, f"the gradient of the final state is on {dht.device} but o is on {v.device}")
+        dht = dht.contiguous()
+    return do.contiguous(), dht
 
 
 def refuse_grad(func, spec, tensors, initial_state):

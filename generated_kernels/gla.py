@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._runtime import _inv_unit_lower, _masked_gated_dot, block_sizes, check_args, dot_types, effective_tiling, gate_products, refuse_grad  # noqa: F401
+from ._runtime import _inv_unit_lower, _masked_gated_dot, block_sizes, check_args, check_grads, dot_types, effective_tiling, gate_products, needs_grad, refuse_grad  # noqa: F401
 
 TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'))
@@ -38,6 +38,7 @@ def _intra_kernel(g, out_Gamma, scale, T,
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
     b_Alpha_log = tl.load(g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Alpha_log_last = tl.load(g + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     # Gamma = \text{cumprod}\left(\mathbf{A}_{[t]}\right)
     b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
     b_Gamma = tl.exp(b_Gamma_log)
@@ -77,10 +78,10 @@ def _scan_kernel(q, k, v, in_Gamma, o, h0, ht, scale, T,
         b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
         b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        b_Gamma_log = tl.load(in_Gamma + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-        b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
         # gC = \mathbf{\Gamma}_{[t]}^{C}
-        b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_gC_log = tl.trans(b_Gamma_log_last)
         b_gC = tl.exp(b_gC_log)
         # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
         b_Ql_f = b_Gamma_log
@@ -130,10 +131,10 @@ def _state_kernel(k, v, in_Gamma, h, h0, ht, scale, T,
         tl.store(h + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_s.to(h.dtype.element_ty), mask=m_s)
         b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        b_Gamma_log = tl.load(in_Gamma + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-        b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
         # gC = \mathbf{\Gamma}_{[t]}^{C}
-        b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_gC_log = tl.trans(b_Gamma_log_last)
         b_gC = tl.exp(b_gC_log)
         # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
         b_Kr_f = (-b_Gamma_log)
@@ -173,8 +174,8 @@ def _out_kernel(q, k, v, in_Gamma, h, o, scale, T,
     b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Ql_f = b_Gamma_log
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
@@ -221,10 +222,10 @@ def _dstate_kernel(q, do, in_Gamma, dh, dht, dh0, scale, T,
         tl.store(dh + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
         b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        b_Gamma_log = tl.load(in_Gamma + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-        b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
         # gC = \mathbf{\Gamma}_{[t]}^{C}
-        b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_gC_log = tl.trans(b_Gamma_log_last)
         b_gC = tl.exp(b_gC_log)
         # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
         b_Ql_f = b_Gamma_log
@@ -237,20 +238,24 @@ def _dstate_kernel(q, do, in_Gamma, dh, dht, dh0, scale, T,
 
 
 # the backward's gradients, per chunk in parallel: every argument's gradient from its
-# verified claim, given S_[t-1]^C (the forward's h) and delta S_[t]^C (the reverse scan's dh)
-@triton.jit(do_not_specialize=["T"])
-def _dgrad_kernel(q, k, v, do, in_Gamma, h, dh, d_q, d_k, d_v, d_g, scale, T,
+# verified claim, given S_[t-1]^C (the forward's h) and delta S_[t]^C (the reverse scan's dh).
+# V-blocked: a gradient that sums over V (all but v's) is written by V block i_v to slice
+# i_v of a [NV, ...] buffer and the slices are summed after the launch.  That sum is the
+# gradient because every gradient is linear in the cotangents, and the forward never
+# contracts over V, so each term pairs V-blocked tiles of one block only.
+@triton.jit(do_not_specialize=["T", "NTOK"])
+def _dgrad_kernel(q, k, v, do, in_Gamma, h, dh, d_q, d_k, d_v, d_g, scale, T, NTOK,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
-    # one program per (chunk, batch*head); V is one block
-    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    # one program per (V block, chunk, batch*head); NTOK = B * T * H
+    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
-    o_v = 0 * BV + tl.arange(0, BV)
+    o_v = i_v * BV + tl.arange(0, BV)
     m_incl = o_t[:, None] >= o_t[None, :]
     m_strict = o_t[:, None] > o_t[None, :]
     m_upper = o_t[:, None] <= o_t[None, :]
@@ -260,6 +265,9 @@ def _dgrad_kernel(q, k, v, do, in_Gamma, h, dh, d_q, d_k, d_v, d_g, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    d_q += i_v.to(tl.int64) * NTOK * K
+    d_k += i_v.to(tl.int64) * NTOK * K
+    d_g += i_v.to(tl.int64) * NTOK * K
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_hs = ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
@@ -268,10 +276,10 @@ def _dgrad_kernel(q, k, v, do, in_Gamma, h, dh, d_q, d_k, d_v, d_g, scale, T,
     b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     # gC = \mathbf{\Gamma}_{[t]}^{C}
-    b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    b_gC_log = tl.trans(b_Gamma_log_last)
     b_gC = tl.exp(b_gC_log)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Ql_f = b_Gamma_log
@@ -393,14 +401,38 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None):
                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
                                                use_dht=int(dht is not None),
                                                num_warps=til["scan_warps"], num_stages=til["scan_stages"])
-    d_q = torch.empty_like(q)
-    d_k = torch.empty_like(k)
+    NV = triton.cdiv(V, BV)
+    d_q = torch.empty((NV,) + tuple(q.shape), dtype=q.dtype if NV == 1 else torch.float32, device=q.device)
+    d_k = torch.empty((NV,) + tuple(k.shape), dtype=k.dtype if NV == 1 else torch.float32, device=q.device)
     d_v = torch.empty_like(v)
-    d_g = torch.empty_like(g)
-    _dgrad_kernel[(NT, B * H)](q, k, v, do, Gamma, h, dh, d_q, d_k, d_v, d_g, scale, T,
-                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
-                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+    d_g = torch.empty((NV,) + tuple(g.shape), dtype=g.dtype if NV == 1 else torch.float32, device=q.device)
+    _dgrad_kernel[(NV, NT, B * H)](q, k, v, do, Gamma, h, dh, d_q, d_k, d_v, d_g, scale, T, B * T * H,
+                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                  num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+    d_q = d_q[0] if NV == 1 else d_q.sum(0).to(q.dtype)
+    d_k = d_k[0] if NV == 1 else d_k.sum(0).to(k.dtype)
+    d_g = d_g[0] if NV == 1 else d_g.sum(0).to(g.dtype)
     return dict(q=d_q, k=d_k, v=d_v, g=d_g, initial_state=dh0)
+
+
+class _Chunk(torch.autograd.Function):
+    """Forward as _forward; backward recomputes the intra tiles and the chunk states
+    from the saved inputs (nothing chunk-sized is kept between the passes)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, g, scale, initial_state, output_final_state):
+        o, ht = _forward(q, k, v, g, scale, initial_state, output_final_state)
+        ctx.save_for_backward(q, k, v, g, initial_state)
+        ctx.scale = scale
+        return o, ht
+
+    @staticmethod
+    def backward(ctx, do, dht):
+        q, k, v, g, initial_state = ctx.saved_tensors
+        do, dht = check_grads("chunk_gla", q, v, do, dht)
+        g = _backward(q, k, v, g, do, dht, ctx.scale, initial_state=initial_state)
+        return (g["q"], g["k"], g["v"], g["g"], None,
+                g["initial_state"] if initial_state is not None else None, None)
 
 
 def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False):
@@ -409,9 +441,10 @@ def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=Fal
     Shapes (FLA's layout): q [B, T, H, K], k [B, T, H, K], v [B, T, H, V], g [B, T, H, K] (log decay); initial_state and the returned final
     state are [B, H, K, V] float32.  ``scale`` multiplies q (default K ** -0.5).
     Returns ``(o, final_state)``; final_state is None unless output_final_state.
-    Forward only: inputs that require grad are refused (backward kernels are not
-    generated yet).
+    Differentiable (torch.autograd) in every tensor argument and initial_state; a
+    gradient on the final state is accepted.
     """
     (q, k, v, g), scale, initial_state = check_args("chunk_gla", ARGS, (q, k, v, g), scale, initial_state, output_final_state)
-    refuse_grad("chunk_gla", ARGS, (q, k, v, g), initial_state)
+    if needs_grad((q, k, v, g), initial_state):
+        return _Chunk.apply(q, k, v, g, scale, initial_state, output_final_state)
     return _forward(q, k, v, g, scale, initial_state, output_final_state)

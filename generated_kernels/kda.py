@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._runtime import _inv_unit_lower, _masked_gated_dot, block_sizes, check_args, dot_types, effective_tiling, gate_products, refuse_grad  # noqa: F401
+from ._runtime import _inv_unit_lower, _masked_gated_dot, block_sizes, check_args, check_grads, dot_types, effective_tiling, gate_products, needs_grad, refuse_grad  # noqa: F401
 
 TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
@@ -40,6 +40,7 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_W, out_U, scale, T,
     b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     b_Alpha_log = tl.load(g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Alpha_log_last = tl.load(g + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
     b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
@@ -95,12 +96,12 @@ def _scan_kernel(q, k, in_Gamma, in_W, in_U, o, h0, ht, scale, T,
         m_mid = (o_t == n_r // 2)[:, None]
         b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
         b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-        b_Gamma_log = tl.load(in_Gamma + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-        b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
         b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_U = tl.load(in_U + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
         # gC = \mathbf{\Gamma}_{[t]}^{C}
-        b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_gC_log = tl.trans(b_Gamma_log_last)
         b_gC = tl.exp(b_gC_log)
         # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
         b_Ql_f = b_Gamma_log
@@ -151,12 +152,12 @@ def _state_kernel(k, in_Gamma, in_W, in_U, h, h0, ht, scale, T,
         m_mid = (o_t == n_r // 2)[:, None]
         tl.store(h + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_s.to(h.dtype.element_ty), mask=m_s)
         b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-        b_Gamma_log = tl.load(in_Gamma + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-        b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
         b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_U = tl.load(in_U + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
         # gC = \mathbf{\Gamma}_{[t]}^{C}
-        b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_gC_log = tl.trans(b_Gamma_log_last)
         b_gC = tl.exp(b_gC_log)
         # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
         b_Kr_f = (-b_Gamma_log)
@@ -197,8 +198,8 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
                   mask=m_s, other=0.).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
@@ -250,11 +251,11 @@ def _dstate_kernel(q, k, do, in_Gamma, in_W, dh, dht, dh0, scale, T,
         b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
         b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        b_Gamma_log = tl.load(in_Gamma + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-        b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
         b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         # gC = \mathbf{\Gamma}_{[t]}^{C}
-        b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        b_gC_log = tl.trans(b_Gamma_log_last)
         b_gC = tl.exp(b_gC_log)
         # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
         b_Ql_f = b_Gamma_log
@@ -271,20 +272,24 @@ def _dstate_kernel(q, k, do, in_Gamma, in_W, dh, dht, dh0, scale, T,
 
 
 # the backward's gradients, per chunk in parallel: every argument's gradient from its
-# verified claim, given S_[t-1]^C (the forward's h) and delta S_[t]^C (the reverse scan's dh)
-@triton.jit(do_not_specialize=["T"])
-def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_q, d_k, d_v, d_g, d_beta, scale, T,
+# verified claim, given S_[t-1]^C (the forward's h) and delta S_[t]^C (the reverse scan's dh).
+# V-blocked: a gradient that sums over V (all but v's) is written by V block i_v to slice
+# i_v of a [NV, ...] buffer and the slices are summed after the launch.  That sum is the
+# gradient because every gradient is linear in the cotangents, and the forward never
+# contracts over V, so each term pairs V-blocked tiles of one block only.
+@triton.jit(do_not_specialize=["T", "NTOK"])
+def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_q, d_k, d_v, d_g, d_beta, scale, T, NTOK,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
-    # one program per (chunk, batch*head); V is one block
-    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    # one program per (V block, chunk, batch*head); NTOK = B * T * H
+    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
-    o_v = 0 * BV + tl.arange(0, BV)
+    o_v = i_v * BV + tl.arange(0, BV)
     m_incl = o_t[:, None] >= o_t[None, :]
     m_strict = o_t[:, None] > o_t[None, :]
     m_upper = o_t[:, None] <= o_t[None, :]
@@ -294,6 +299,10 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_q, d_k, d_v,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    d_q += i_v.to(tl.int64) * NTOK * K
+    d_k += i_v.to(tl.int64) * NTOK * K
+    d_g += i_v.to(tl.int64) * NTOK * K
+    d_beta += i_v.to(tl.int64) * NTOK
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_hs = ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
@@ -303,12 +312,12 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_q, d_k, d_v,
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Gamma_log = tl.where(m_r[:, None], b_Gamma_log, tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     # gC = \mathbf{\Gamma}_{[t]}^{C}
-    b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    b_gC_log = tl.trans(b_Gamma_log_last)
     b_gC = tl.exp(b_gC_log)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Ql_f = b_Gamma_log
@@ -459,15 +468,40 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
                                                use_dht=int(dht is not None),
                                                num_warps=til["scan_warps"], num_stages=til["scan_stages"])
-    d_q = torch.empty_like(q)
-    d_k = torch.empty_like(k)
+    NV = triton.cdiv(V, BV)
+    d_q = torch.empty((NV,) + tuple(q.shape), dtype=q.dtype if NV == 1 else torch.float32, device=q.device)
+    d_k = torch.empty((NV,) + tuple(k.shape), dtype=k.dtype if NV == 1 else torch.float32, device=q.device)
     d_v = torch.empty_like(v)
-    d_g = torch.empty_like(g)
-    d_beta = torch.empty_like(beta)
-    _dgrad_kernel[(NT, B * H)](q, k, v, beta, do, Gamma, W, U, h, dh, d_q, d_k, d_v, d_g, d_beta, scale, T,
-                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
-                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+    d_g = torch.empty((NV,) + tuple(g.shape), dtype=g.dtype if NV == 1 else torch.float32, device=q.device)
+    d_beta = torch.empty((NV,) + tuple(beta.shape), dtype=beta.dtype if NV == 1 else torch.float32, device=q.device)
+    _dgrad_kernel[(NV, NT, B * H)](q, k, v, beta, do, Gamma, W, U, h, dh, d_q, d_k, d_v, d_g, d_beta, scale, T, B * T * H,
+                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                  num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+    d_q = d_q[0] if NV == 1 else d_q.sum(0).to(q.dtype)
+    d_k = d_k[0] if NV == 1 else d_k.sum(0).to(k.dtype)
+    d_g = d_g[0] if NV == 1 else d_g.sum(0).to(g.dtype)
+    d_beta = d_beta[0] if NV == 1 else d_beta.sum(0).to(beta.dtype)
     return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)
+
+
+class _Chunk(torch.autograd.Function):
+    """Forward as _forward; backward recomputes the intra tiles and the chunk states
+    from the saved inputs (nothing chunk-sized is kept between the passes)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, g, beta, scale, initial_state, output_final_state):
+        o, ht = _forward(q, k, v, g, beta, scale, initial_state, output_final_state)
+        ctx.save_for_backward(q, k, v, g, beta, initial_state)
+        ctx.scale = scale
+        return o, ht
+
+    @staticmethod
+    def backward(ctx, do, dht):
+        q, k, v, g, beta, initial_state = ctx.saved_tensors
+        do, dht = check_grads("chunk_kda", q, v, do, dht)
+        g = _backward(q, k, v, g, beta, do, dht, ctx.scale, initial_state=initial_state)
+        return (g["q"], g["k"], g["v"], g["g"], g["beta"], None,
+                g["initial_state"] if initial_state is not None else None, None)
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False):
@@ -476,9 +510,10 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     Shapes (FLA's layout): q [B, T, H, K], k [B, T, H, K], v [B, T, H, V], g [B, T, H, K] (log decay), beta [B, T, H]; initial_state and the returned final
     state are [B, H, K, V] float32.  ``scale`` multiplies q (default K ** -0.5).
     Returns ``(o, final_state)``; final_state is None unless output_final_state.
-    Forward only: inputs that require grad are refused (backward kernels are not
-    generated yet).
+    Differentiable (torch.autograd) in every tensor argument and initial_state; a
+    gradient on the final state is accepted.
     """
     (q, k, v, g, beta), scale, initial_state = check_args("chunk_kda", ARGS, (q, k, v, g, beta), scale, initial_state, output_final_state)
-    refuse_grad("chunk_kda", ARGS, (q, k, v, g, beta), initial_state)
+    if needs_grad((q, k, v, g, beta), initial_state):
+        return _Chunk.apply(q, k, v, g, beta, scale, initial_state, output_final_state)
     return _forward(q, k, v, g, beta, scale, initial_state, output_final_state)

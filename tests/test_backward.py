@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from codegen import gen, plan
 from codegen.variants import BY_NAME
-from verify.fuzz.cases import VARIANTS, make_inputs, module
+from verify.fuzz.cases import VARIANTS, kernel, make_inputs, module
 from verify.fuzz.reference import reference_grads, rel_rms
 
 BUCKETS = [(1, 1, 1, 16, 16), (1, 37, 2, 16, 32), (2, 64, 1, 32, 16), (1, 130, 1, 16, 24)]
@@ -51,7 +51,8 @@ def test_reverse_scan_is_printed_from_its_claim():
 
 REF = {"q": "q", "k": "k", "v": "v", "g": "g", "gk": "g", "beta": "beta", "a": "a", "b": "b",
        "initial_state": "initial_state"}
-GRAD_BUCKETS = [(1, 1, 1, 16, 16), (1, 37, 2, 16, 32), (2, 64, 1, 32, 16), (1, 130, 1, 16, 24)]
+# V = 40 is two V blocks at the fp32 BV of 32: the gradient kernel's per-block partial sums
+GRAD_BUCKETS = [(1, 1, 1, 16, 16), (1, 37, 2, 16, 32), (2, 64, 1, 32, 16), (1, 130, 1, 16, 24), (1, 70, 1, 16, 40)]
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -80,3 +81,60 @@ def test_every_gradient_matches_autograd(name, seed, bucket, h0, with_dht):
         assert torch.isfinite(g).all(), f"{name} d{n}: not finite"
         err = float((g.double() - w).norm()) / max(float(w.norm()), floor)
         assert err <= tol, f"{name} {bucket} seed={seed} h0={h0} dht={with_dht}: d{n} rel RMS {err:.2e}"
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2 ** 16), bucket=st.sampled_from(GRAD_BUCKETS[:4]), with_final=st.booleans())
+def test_public_function_is_differentiable(name, seed, bucket, with_final):
+    # the FLA-style entry point under torch.autograd: .backward() fills every .grad,
+    # initial_state's included, and a gradient on the final state is accepted
+    B, T, H, K, V = bucket
+    args, ref, state = make_inputs(name, *bucket, seed=seed, h0=True)
+    leaves = [a.clone().requires_grad_() for a in args]
+    h0 = state.clone().requires_grad_()
+    o, ht = kernel(name)(*leaves, initial_state=h0, output_final_state=with_final)
+    gen_ = torch.Generator().manual_seed(seed + 1)
+    do = torch.randn(B, T, H, V, generator=gen_)
+    dht = torch.randn(B, H, K, V, generator=gen_) if with_final else torch.zeros(B, H, K, V)
+    loss = (o * do).sum() + ((ht * dht).sum() if with_final else 0)
+    loss.backward()
+    want = reference_grads(name, ref, do, dht, initial_state=state)
+    floor = 1e-3 * max(float(w.norm()) for w in want.values())
+    names = [n for n, _ in module(name).ARGS] + ["initial_state"]
+    for n, leaf in zip(names, leaves + [h0]):
+        assert leaf.grad is not None and leaf.grad.shape == leaf.shape and leaf.grad.dtype == leaf.dtype, n
+        w = want[REF[n]]
+        err = float((leaf.grad.double() - w).norm()) / max(float(w.norm()), floor)
+        tol = 1e-3 if n in ("g", "gk", "beta") else 1e-4
+        assert err <= tol, f"{name} {bucket} seed={seed}: d{n} rel RMS {err:.2e}"
+
+
+def test_only_some_inputs_require_grad():
+    args, _, _ = make_inputs("gated_delta_rule", 1, 20, 1, 16, 16, seed=4)
+    q, k, v, g, beta = args
+    v = v.clone().requires_grad_()
+    o, _ = kernel("gated_delta_rule")(q, k, v, g, beta)
+    o.sum().backward()
+    assert v.grad is not None and torch.isfinite(v.grad).all() and q.grad is None
+
+
+def test_incoming_gradients_are_checked():
+    from generated_kernels._runtime import check_grads
+    q, v = torch.zeros(1, 5, 2, 16), torch.zeros(1, 5, 2, 8)
+    with pytest.raises(ValueError, match=r"gradient of o must have o's shape \[B, T, H, V\] = \[1, 5, 2, 8\]"):
+        check_grads("chunk_gla", q, v, torch.zeros(1, 5, 2, 16), None)
+    with pytest.raises(ValueError, match="gradient of o must have o's dtype torch.float32, got torch.float16"):
+        check_grads("chunk_gla", q, v, torch.zeros(1, 5, 2, 8, dtype=torch.float16), None)
+    with pytest.raises(ValueError, match=r"final state must be \[B, H, K, V\] = \[1, 2, 16, 8\]"):
+        check_grads("chunk_gla", q, v, torch.zeros(1, 5, 2, 8), torch.zeros(1, 2, 8, 16))
+    with pytest.raises(ValueError, match="final state must be float32"):
+        check_grads("chunk_gla", q, v, torch.zeros(1, 5, 2, 8), torch.zeros(1, 2, 16, 8, dtype=torch.bfloat16))
+    do, dht = check_grads("chunk_gla", q, v, None, torch.zeros(1, 2, 16, 8))
+    assert do.shape == v.shape and not do.any()
+    # through torch.autograd, a wrongly shaped gradient is refused before it reaches the kernels
+    args, _, _ = make_inputs("gla", 1, 5, 2, 16, 8, seed=0)
+    leaves = [a.clone().requires_grad_() for a in args]
+    o, _ = kernel("gla")(*leaves)
+    with pytest.raises(RuntimeError):
+        o.backward(torch.zeros(1, 5, 2, 16))

@@ -65,13 +65,18 @@ def test_non_contiguous_inputs_are_copied_not_misread():
     assert torch.equal(o1, o2)
 
 
-def test_requires_grad_is_refused_until_backward_exists():
+def test_autograd_only_when_a_gradient_is_wanted():
+    # the forward-only path when nothing requires grad (or under no_grad); the autograd
+    # Function otherwise (its gradients: tests/test_backward.py)
     args, _, _ = make_inputs("gla", 1, 8, 1, 16, 16, seed=0)
     q = args[0].clone().requires_grad_()
-    with pytest.raises(NotImplementedError, match="chunk_gla: q require grad"):
-        G.chunk_gla(q, *args[1:])
+    o, _ = G.chunk_gla(q, *args[1:])
+    assert o.grad_fn is not None and "_Chunk" in type(o.grad_fn).__name__
     with torch.no_grad():
-        G.chunk_gla(q, *args[1:])
+        o, _ = G.chunk_gla(q, *args[1:])
+    assert o.grad_fn is None
+    o, _ = G.chunk_gla(*args)
+    assert o.grad_fn is None
 
 
 def test_cpu_without_interpreter_is_a_clear_error(monkeypatch):

@@ -114,7 +114,8 @@ def test_split_schedule_agrees_with_fused(name):
 @pytest.mark.parametrize("per_step", [-2.0, -20.0])
 def test_strong_decay(name, per_step):
     # scalar gates form exp(G_i - G_j) <= 1 directly; vector gates go through
-    # _masked_gated_dot, whose exponents are all <= 0.  At -20 per step a chunk decays by
+    # _masked_gated_dot, which takes its blocked form (all exponents <= 0) when a chunk's
+    # decay is out of the rebalanced form's range.  At -20 per step a chunk decays by
     # -1280 (and T = 130 ends in a partial chunk, whose padded rows must not overflow)
     args, ref, state = make_inputs(name, 1, 130, 1, 16, 16, seed=2, h0=True)
     gi = {"gla": 3, "gated_delta_rule": 3, "kda": 3, "dplr_delta_rule": 5}[name]
@@ -138,12 +139,13 @@ def test_odd_wide_heads(name):
 
 
 @pytest.mark.parametrize("name", ["gla", "kda"])
-def test_rebalanced_gate_products_still_match_at_mild_decay(name):
-    # TILING gate_products="rebalanced" (one product shifted by the middle row) is the
-    # faster form the benchmarks compare against; it is exact, only its range is smaller
+@pytest.mark.parametrize("mode", ["rebalanced", "blocks"])
+def test_each_gate_product_form_matches_at_mild_decay(name, mode):
+    # the default ("stable") picks per chunk between the two exact forms, and at mild
+    # decay always takes the rebalanced one: each is checked on its own here
     mod = importlib.import_module(f"generated_kernels.{name}")
     old = mod.TILING["gate_products"]
-    mod.TILING["gate_products"] = "rebalanced"
+    mod.TILING["gate_products"] = mode
     try:
         eo, eh = _run(name, (1, 130, 1, 16, 24), 5, True, torch.float32, "cpu", "split")
     finally:

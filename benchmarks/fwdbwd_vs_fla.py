@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Forward + backward: chunkproof's generated kernels vs FLA, side by side in one process.
+
+On the H200, one variant per process (a compile or an autotune cannot be interrupted;
+the shell's `timeout` bounds each), then the table from what was measured:
+
+    for v in gla gated_delta_rule kda dplr_delta_rule; do
+        timeout 200 python benchmarks/fwdbwd_vs_fla.py --variant $v --json-dir $OUT/fwdbwd; done
+    python benchmarks/fwdbwd_vs_fla.py --table $OUT/fwdbwd --out $OUT/fwdbwd_vs_fla.md
+
+Here, without a GPU (ours only, interpreter, tiny shape):
+
+    TRITON_INTERPRET=1 python benchmarks/fwdbwd_vs_fla.py --variant gla --smoke
+
+Per side: the forward alone (no_grad), and forward + backward (torch.autograd.grad of
+(o, final state) with fixed random cotangents into every input and the initial state),
+each the median of triton.testing.do_bench; the peak memory of one forward + backward;
+and the relative RMS error of o and of every gradient against autograd of a chunk-free
+fp64 recurrence on an accuracy slice (all B and H, the first --acc-t steps), so that
+bf16 accuracy is compared on the same inputs.  Inputs: benchmarks/fwd_vs_fla.py's."""
+import argparse
+import glob
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from fwd_vs_fla import (DTYPES, FLA_IMPORT, OURS_NAME, bench_ms, first_line, log,  # noqa: E402
+                        make_inputs, reference, rel_rms, slice_inputs)
+
+
+def ours_fn(variant):
+    import importlib
+    return getattr(importlib.import_module(f"generated_kernels.{variant}"), OURS_NAME[variant])
+
+
+def fla_fn(variant):
+    import importlib
+    mod_name, fn_name = FLA_IMPORT[variant]
+    fn = getattr(importlib.import_module(mod_name), fn_name)
+    extra = {"use_qk_l2norm_in_kernel": False} if variant == "gated_delta_rule" else {}
+    return lambda *a, **kw: fn(*a, **kw, **extra)
+
+
+def fwd_bwd(fn, inp, h0, do, dht, scale):
+    leaves = [x.detach().requires_grad_() for x in inp.values()] + [h0.detach().requires_grad_()]
+    o, ht = fn(*leaves[:-1], scale=scale, initial_state=leaves[-1], output_final_state=True)
+    grads = torch.autograd.grad([o, ht], leaves, [do, dht])
+    return o, dict(zip(list(inp) + ["initial_state"], grads))
+
+
+def reference_grads(variant, inp, h0, do, dht, scale):
+    """Autograd of the fp64 recurrence (fwd_vs_fla.reference without its no_grad)."""
+    leaves = {n: x.detach().to(torch.float64).requires_grad_() for n, x in inp.items()}
+    s0 = h0.detach().to(torch.float64).requires_grad_()
+    with torch.enable_grad():
+        o, st = _reference_with_state(variant, leaves, s0, scale)
+        grads = torch.autograd.grad([o, st], list(leaves.values()) + [s0], [do.double(), dht.double()])
+    return o.detach(), dict(zip(list(leaves) + ["initial_state"], grads))
+
+
+def _reference_with_state(variant, x, s0, scale):
+    # the fp64 recurrence of fwd_vs_fla.reference, from an initial state [B, H, K, V]
+    q = x["q"]
+    B, T, H, K = q.shape
+    V = x["v"].shape[-1]
+    S = s0.transpose(-1, -2)
+    outs = []
+    for t in range(T):
+        qt, kt, vt = q[:, t], x["k"][:, t], x["v"][:, t]
+        if variant == "gla":
+            S = S * torch.exp(x["g"][:, t])[:, :, None, :] + vt[..., :, None] * kt[..., None, :]
+        elif variant in ("gated_delta_rule", "kda"):
+            dec = x["g"][:, t][:, :, None, None] if variant == "gated_delta_rule" else x["g"][:, t][:, :, None, :]
+            S = S * torch.exp(dec)
+            Sk = torch.einsum("bhvk,bhk->bhv", S, kt)
+            S = S + x["beta"][:, t][:, :, None, None] * (vt - Sk)[..., :, None] * kt[..., None, :]
+        else:
+            Sa = torch.einsum("bhvk,bhk->bhv", S, x["a"][:, t])
+            S = (S * torch.exp(x["gk"][:, t])[:, :, None, :] + Sa[..., :, None] * x["b"][:, t][..., None, :]
+                 + vt[..., :, None] * kt[..., None, :])
+        outs.append(torch.einsum("bhvk,bhk->bhv", S, qt * scale))
+    return torch.stack(outs, 1), S.transpose(-1, -2)
+
+
+def measure(side, fn, inp, h0, do, dht, scale, acc, res, args):
+    t0 = time.time()
+    r = res.setdefault(side, {})
+    try:
+        with torch.no_grad():
+            fn(*inp.values(), scale=scale, initial_state=h0, output_final_state=True)
+        fwd_bwd(fn, inp, h0, do, dht, scale)
+        torch.cuda.synchronize() if args.device == "cuda" else None
+        r["first_call_s"] = round(time.time() - t0, 1)
+        if args.device == "cuda":
+            with torch.no_grad():
+                r["fwd_ms"] = bench_ms(lambda: fn(*inp.values(), scale=scale, initial_state=h0,
+                                                  output_final_state=True), args.reps, 50, 300)
+            r["fwdbwd_ms"] = bench_ms(lambda: fwd_bwd(fn, inp, h0, do, dht, scale), args.reps, 50, 300)
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            fwd_bwd(fn, inp, h0, do, dht, scale)
+            r["peak_mib"] = round((torch.cuda.max_memory_allocated() - base) / 2 ** 20, 1)
+            from profile_kernels import profile
+            def step():   # profile() runs its calls under no_grad
+                with torch.enable_grad():
+                    fwd_bwd(fn, inp, h0, do, dht, scale)
+            rows = profile(step, 3)
+            r["kernels_us"] = {k[:60]: round(us, 1) for k, (n, us) in sorted(rows.items(), key=lambda kv: -kv[1][1])[:12]}
+        log(f"[{args.variant}] {side}: timed ({time.time() - t0:.1f} s)")
+        o, g = fwd_bwd(fn, *acc["args"], scale)
+        r["err"] = {"o": rel_rms(o, acc["o"]), **{n: rel_rms(x, acc["grads"][n]) for n, x in g.items()}}
+        log(f"[{args.variant}] {side}: {r}")
+    except Exception as e:  # one side failing must not hide the other
+        r["failed"] = first_line(e)
+        log(f"[{args.variant}] {side} failed: {r['failed']}")
+
+
+def run(args):
+    B, T, H, D = (int(x) for x in args.shape.split(","))
+    dtype = DTYPES[args.dtype]
+    inp = make_inputs(args.variant, B, T, H, D, dtype, torch.float32, args.device, seed=0)
+    gen = torch.Generator(device="cpu").manual_seed(1)
+    h0 = torch.randn(B, H, D, D, generator=gen).to(args.device)
+    do = torch.randn(B, T, H, D, generator=gen).to(dtype).to(args.device)
+    dht = torch.randn(B, H, D, D, generator=gen).to(args.device)
+    scale = D ** -0.5
+    t = min(args.acc_t, T)
+    sl = slice_inputs(inp, t)
+    acc_do = do[:, :t].contiguous()
+    t0 = time.time()
+    o_ref, g_ref = reference_grads(args.variant, sl, h0, acc_do, dht, scale)
+    log(f"[{args.variant}] fp64 reference gradients on T = {t}: {time.time() - t0:.1f} s")
+    acc = {"args": (sl, h0, acc_do, dht), "o": o_ref, "grads": g_ref}
+    res = {"variant": args.variant, "shape": [B, T, H, D], "dtype": args.dtype, "acc_t": t,
+           "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu (interpreter)"}
+    measure("ours", ours_fn(args.variant), inp, h0, do, dht, scale, acc, res, args)
+    save(args, res)       # kept if FLA's autotune runs past the caller's timeout
+    if not args.no_fla:
+        measure("fla", fla_fn(args.variant), inp, h0, do, dht, scale, acc, res, args)
+        save(args, res)
+    return res
+
+
+def save(args, res):
+    if args.json_dir:
+        os.makedirs(args.json_dir, exist_ok=True)
+        with open(os.path.join(args.json_dir, f"{args.variant}.json"), "w") as f:
+            json.dump(res, f, indent=1)
+
+
+def table(results):
+    lines = ["| variant | ours fwd ms | FLA fwd ms | ours fwd+bwd ms | FLA fwd+bwd ms | ratio | peak MiB ours / FLA |",
+             "|---|---|---|---|---|---|---|"]
+    errs = ["", "| variant | tensor | ours rel RMS | FLA rel RMS |", "|---|---|---|---|"]
+
+    def f(x, d=3):
+        return "-" if x is None else f"{x:.{d}f}"
+    for r in results:
+        o, fl = r.get("ours", {}), r.get("fla", {})
+        ratio = (o["fwdbwd_ms"] / fl["fwdbwd_ms"]) if "fwdbwd_ms" in o and "fwdbwd_ms" in fl else None
+        lines.append(f"| {r['variant']} | {f(o.get('fwd_ms'))} | {f(fl.get('fwd_ms'))} | {f(o.get('fwdbwd_ms'))} | "
+                     f"{f(fl.get('fwdbwd_ms'))} | {f(ratio, 2)} | {o.get('peak_mib', '-')} / {fl.get('peak_mib', '-')} |")
+        for side in ("ours", "fla"):
+            if "failed" in r.get(side, {}):
+                lines.append(f"| {r['variant']} {side} failed: {r[side]['failed']} | | | | | | |")
+        for n in (o.get("err") or fl.get("err") or {}):
+            oe, fe = (o.get("err") or {}).get(n), (fl.get("err") or {}).get(n)
+            errs.append(f"| {r['variant']} | {'d ' + n if n != 'o' else 'o'} | "
+                        f"{'-' if oe is None else f'{oe:.2e}'} | {'-' if fe is None else f'{fe:.2e}'} |")
+    kern = ["", "Device time per kernel in one forward + backward (us, torch.profiler, top 12):", ""]
+    for r in results:
+        for side in ("ours", "fla"):
+            ks = r.get(side, {}).get("kernels_us")
+            if ks:
+                kern.append(f"- {r['variant']} {side}: " + ", ".join(f"`{k}` {v}" for k, v in ks.items()))
+    return "\n".join(lines + errs + kern) + "\n"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--variant")
+    p.add_argument("--shape", default=None, help="B,T,H,D (default 4,4096,16,128; smoke 1,70,2,16)")
+    p.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    p.add_argument("--acc-t", type=int, default=256)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--json-dir", default=None)
+    p.add_argument("--no-fla", action="store_true")
+    p.add_argument("--smoke", action="store_true", help="CPU, TRITON_INTERPRET=1, ours only: accuracy, no timing")
+    p.add_argument("--table", default=None, help="a --json-dir to tabulate (no measuring)")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    if args.table:
+        results = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(args.table, "*.json")))]
+        text = "# Forward + backward vs FLA\n\n" + (
+            f"- {results[0]['device']}; shape (B, T, H, D) = {tuple(results[0]['shape'])} {results[0]['dtype']}; "
+            f"accuracy on the first {results[0]['acc_t']} steps vs autograd of the fp64 recurrence\n\n"
+            if results else "") + table(results)
+        if args.out:
+            open(args.out, "w").write(text)
+        print(text)
+        return 0
+    if not args.variant:
+        p.error("--variant or --table is required")
+    args.device = "cpu" if args.smoke else "cuda"
+    if args.smoke:
+        args.no_fla = True
+    args.shape = args.shape or ("1,70,2,16" if args.smoke else "4,4096,16,128")
+    res = run(args)
+    print(table([res]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
