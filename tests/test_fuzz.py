@@ -146,3 +146,44 @@ def test_interrupt_keeps_and_saves_what_ran(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert rc == 130 and "interrupted" in out and "| matches_fp64 | gla | 2 | 2 |" in out
     assert len(json.loads(path.read_text())) == 2
+
+
+def _broken_backward(monkeypatch, name, how):
+    """Replace generated_kernels.<name>._backward by one with a broken gradient."""
+    mod = cases.module(name)
+    real = mod._backward
+
+    def bwd(*args, **kw):
+        g = real(*args, **kw)
+        if how == "dk_off_by_a_little":
+            g["k"] = g["k"] * 1.001
+        elif how == "dq_sees_later_tokens":
+            g["q"] = g["q"] + 1e-2 * torch.roll(g["q"], -1, dims=1)
+        elif how == "dv_skips_last_row":
+            g["v"] = g["v"].clone()
+            g["v"][:, -1:] = mod.torch.empty_like(g["v"][:, -1:])
+        elif how == "drops_initial_state_grad":
+            g["initial_state"] = torch.zeros_like(g["initial_state"])
+        return g
+    monkeypatch.setattr(mod, "_backward", bwd)
+
+
+@pytest.mark.parametrize("how, prop", [("dk_off_by_a_little", "matches_fp64"),
+                                       ("dq_sees_later_tokens", "causality"),
+                                       ("dv_skips_last_row", "poisoned_outputs"),
+                                       ("drops_initial_state_grad", "split_sequence")])
+def test_properties_catch_broken_gradients(monkeypatch, how, prop):
+    name = "kda"
+    seed = next(s for s in range(50) if cases_h0(name, prop, s))
+    ok_before, *_ = check(name, prop, seed, "cpu", "fp32")
+    assert ok_before
+    _broken_backward(monkeypatch, name, how)
+    ok, err, tol, rec = check(name, prop, seed, "cpu", "fp32")
+    assert not ok and rec["detail"], rec
+
+
+def cases_h0(name, prop, seed):
+    # an example that has T > 1 (and, for split_sequence, passes a state across the cut)
+    from verify.fuzz.properties import draw
+    ex = draw(name, prop, seed, "cpu", "fp32")
+    return ex.bucket[1] > 1
