@@ -5,6 +5,7 @@ device time.  Uses this machine's Triton, which may be newer than the GPU's.
     python benchmarks/compile_check.py [--arch 90] [--dtype bf16] [--K 128 --V 128]
 """
 import argparse
+import json
 import inspect
 import os
 import tempfile
@@ -69,12 +70,35 @@ def ptxas_usage(ptx, arch):
             f"{spill.group(1) + '/' + spill.group(2) if spill else '?'} B")
 
 
+def compile_one(v, kname, fn, args, til, types, BT, BK, BVF, BV, go, target):
+    consts = dict(K=args.K, V=args.V, BT=BT, BK=BK, BV=BVF if kname == "_intra_kernel" else BV, **types)
+    role = {"_intra_kernel": "prep", "_out_kernel": "out", "_dgrad_kernel": "grad"}.get(kname, "scan")
+    if go is not None:
+        consts.update(GO=go, BV=min(til["grad_BV"], BVF))
+    label = kname if go is None else f"{kname}[GO={go}]"
+    t0 = time.time()
+    try:
+        src = ASTSource(fn, signature(fn, args.dtype, consts), constexprs=consts)
+        opts = {"num_warps": til[role + "_warps"], "num_stages": til[role + "_stages"]}
+        k = triton.compile(src, target=target, options=opts)
+        print(f"{v:18s} {label:22s} ok   {time.time() - t0:6.1f} s  shared {k.metadata.shared} B"
+              f"  {ptxas_usage(k.asm['ptx'], args.arch)}", flush=True)
+        return 0
+    except Exception as e:  # noqa: BLE001 - report every kernel
+        msg = str(e).strip().splitlines()
+        print(f"{v:18s} {label:22s} FAIL {time.time() - t0:6.1f} s  {msg[-1] if msg else type(e).__name__}",
+              flush=True)
+        return 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", type=int, default=90)
     ap.add_argument("--dtype", default="bf16", choices=sorted(PTR))
     ap.add_argument("--K", type=int, default=128)
     ap.add_argument("--V", type=int, default=128)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--kernels", default="", help="comma-separated kernel names (default: all)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a TILING entry (ints), e.g. --set scan_warps=8 --set BV=32")
     args = ap.parse_args()
@@ -82,11 +106,11 @@ def main():
     tdt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
     target = GPUTarget("cuda", args.arch, 32)
     bad = 0
-    for v in VARIANTS:
+    for v in args.variants.split(","):
         mod = __import__(f"generated_kernels.{v}", fromlist=["TILING"])
         for kv in args.set:
             key, val = kv.split("=", 1)
-            mod.TILING[key] = int(val) if val.isdigit() else val
+            mod.TILING[key] = int(val) if val.isdigit() else (json.loads(val) if val[:1] == "[" else val)
         til = _runtime.effective_tiling(mod.TILING, tdt, args.K, args.V)
         BT, BK, BVF, BV = _runtime.block_sizes(args.K, args.V, til["BT"], til["BV"])
         types = _runtime.dot_types(tdt, torch.device("cuda"), til["computed_dots"], til["inverse16"],
@@ -95,26 +119,12 @@ def main():
         for kname in ("_intra_kernel", "_scan_kernel", "_state_kernel", "_out_kernel", "_dstate_kernel",
                       "_dgrad_kernel"):
             fn = getattr(mod, kname, None)
-            if fn is None:
+            if fn is None or (args.kernels and kname not in args.kernels.split(",")):
                 continue
-            consts = dict(K=args.K, V=args.V, BT=BT, BK=BK, BV=BVF if kname == "_intra_kernel" else BV,
-                          **types)
-            t0 = time.time()
-            try:
-                src = ASTSource(fn, signature(fn, args.dtype, consts), constexprs=consts)
-                warps = {"_intra_kernel": "prep_warps", "_out_kernel": "out_warps",
-                         "_dgrad_kernel": "prep_warps"}.get(kname, "scan_warps")
-                stages = {"_intra_kernel": "prep_stages", "_out_kernel": "out_stages",
-                          "_dgrad_kernel": "prep_stages"}.get(kname, "scan_stages")
-                opts = {"num_warps": til[warps], "num_stages": til[stages]}
-                k = triton.compile(src, target=target, options=opts)
-                print(f"{v:18s} {kname:14s} ok   {time.time() - t0:6.1f} s  shared {k.metadata.shared} B"
-                      f"  {ptxas_usage(k.asm['ptx'], args.arch)}", flush=True)
-            except Exception as e:  # noqa: BLE001 - report every kernel
-                bad += 1
-                msg = str(e).strip().splitlines()
-                print(f"{v:18s} {kname:14s} FAIL {time.time() - t0:6.1f} s  {msg[-1] if msg else type(e).__name__}",
-                      flush=True)
+            # the gradient kernel is compiled once per launch group (TILING grad_groups)
+            groups = _runtime.grad_launches(til, mod.ARGS) if kname == "_dgrad_kernel" else [None]
+            for go in groups:
+                bad += compile_one(v, kname, fn, args, til, types, BT, BK, BVF, BV, go, target)
     return 1 if bad else 0
 
 

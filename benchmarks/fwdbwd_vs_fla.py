@@ -38,8 +38,14 @@ def ours_fn(variant):
     return getattr(importlib.import_module(f"generated_kernels.{variant}"), OURS_NAME[variant])
 
 
-def fla_fn(variant):
+def fla_fn(variant, force=False):
     import importlib
+    if force:
+        # FLA 0.6.0 refuses its gated chunk_bwd_dqkwg on Hopper with Triton 3.4 to 3.7.0
+        # (its issue #640: wrong results).  --fla-force runs it anyway, to time it; its
+        # gradients are then measured like everything else and may be wrong
+        import fla.ops.common.chunk_o as co
+        co.TRITON_ABOVE_3_7_1 = True
     mod_name, fn_name = FLA_IMPORT[variant]
     fn = getattr(importlib.import_module(mod_name), fn_name)
     extra = {"use_qk_l2norm_in_kernel": False} if variant == "gated_delta_rule" else {}
@@ -87,7 +93,19 @@ def _reference_with_state(variant, x, s0, scale):
     return torch.stack(outs, 1), S.transpose(-1, -2)
 
 
-def measure(side, fn, inp, h0, do, dht, scale, acc, res, args):
+def bench_grad_ms(fn, args):
+    with torch.enable_grad():
+        if args.device != "cuda":       # smoke: one call, wall clock (exercises the path)
+            t = time.perf_counter()
+            fn()
+            return (time.perf_counter() - t) * 1e3
+        import statistics
+        import triton.testing
+        return statistics.median(triton.testing.do_bench(fn, warmup=50, rep=300, return_mode="median")
+                                 for _ in range(args.reps))
+
+
+def measure(side, fn, inp, h0, do, dht, scale, acc, res, args, checkpoint):
     t0 = time.time()
     r = res.setdefault(side, {})
     try:
@@ -96,11 +114,15 @@ def measure(side, fn, inp, h0, do, dht, scale, acc, res, args):
         fwd_bwd(fn, inp, h0, do, dht, scale)
         torch.cuda.synchronize() if args.device == "cuda" else None
         r["first_call_s"] = round(time.time() - t0, 1)
+        o, g = fwd_bwd(fn, *acc["args"], scale)     # accuracy first: kept if the timing runs out
+        r["err"] = {"o": rel_rms(o, acc["o"]), **{n: rel_rms(x, acc["grads"][n]) for n, x in g.items()}}
+        log(f"[{args.variant}] {side}: errors {r['err']}")
+        checkpoint()
+        r["fwd_ms"] = bench_ms(lambda: fn(*inp.values(), scale=scale, initial_state=h0, output_final_state=True),
+                               args.reps, 50, 300) if args.device == "cuda" else None
+        # fwd_vs_fla.bench_ms runs under no_grad; this one must build the graph
+        r["fwdbwd_ms"] = bench_grad_ms(lambda: fwd_bwd(fn, inp, h0, do, dht, scale), args)
         if args.device == "cuda":
-            with torch.no_grad():
-                r["fwd_ms"] = bench_ms(lambda: fn(*inp.values(), scale=scale, initial_state=h0,
-                                                  output_final_state=True), args.reps, 50, 300)
-            r["fwdbwd_ms"] = bench_ms(lambda: fwd_bwd(fn, inp, h0, do, dht, scale), args.reps, 50, 300)
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
             fwd_bwd(fn, inp, h0, do, dht, scale)
@@ -111,10 +133,7 @@ def measure(side, fn, inp, h0, do, dht, scale, acc, res, args):
                     fwd_bwd(fn, inp, h0, do, dht, scale)
             rows = profile(step, 3)
             r["kernels_us"] = {k[:60]: round(us, 1) for k, (n, us) in sorted(rows.items(), key=lambda kv: -kv[1][1])[:12]}
-        log(f"[{args.variant}] {side}: timed ({time.time() - t0:.1f} s)")
-        o, g = fwd_bwd(fn, *acc["args"], scale)
-        r["err"] = {"o": rel_rms(o, acc["o"]), **{n: rel_rms(x, acc["grads"][n]) for n, x in g.items()}}
-        log(f"[{args.variant}] {side}: {r}")
+        log(f"[{args.variant}] {side}: timed ({time.time() - t0:.1f} s): {r}")
     except Exception as e:  # one side failing must not hide the other
         r["failed"] = first_line(e)
         log(f"[{args.variant}] {side} failed: {r['failed']}")
@@ -138,10 +157,11 @@ def run(args):
     acc = {"args": (sl, h0, acc_do, dht), "o": o_ref, "grads": g_ref}
     res = {"variant": args.variant, "shape": [B, T, H, D], "dtype": args.dtype, "acc_t": t,
            "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu (interpreter)"}
-    measure("ours", ours_fn(args.variant), inp, h0, do, dht, scale, acc, res, args)
+    measure("ours", ours_fn(args.variant), inp, h0, do, dht, scale, acc, res, args, lambda: save(args, res))
     save(args, res)       # kept if FLA's autotune runs past the caller's timeout
     if not args.no_fla:
-        measure("fla", fla_fn(args.variant), inp, h0, do, dht, scale, acc, res, args)
+        measure("fla", fla_fn(args.variant, args.fla_force), inp, h0, do, dht, scale, acc, res, args,
+                lambda: save(args, res))
         save(args, res)
     return res
 
@@ -190,6 +210,8 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--json-dir", default=None)
     p.add_argument("--no-fla", action="store_true")
+    p.add_argument("--fla-force", action="store_true", help="run FLA's backward where it refuses this Triton "
+                   "(Gated DeltaNet on Hopper, Triton < 3.7.1); its gradients are measured and may be wrong")
     p.add_argument("--smoke", action="store_true", help="CPU, TRITON_INTERPRET=1, ours only: accuracy, no timing")
     p.add_argument("--table", default=None, help="a --json-dir to tabulate (no measuring)")
     p.add_argument("--out", default=None)

@@ -59,7 +59,16 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # products ("ieee") stage their operands in shared memory at twice the bytes, and the
 # offline check put the fused scans at 229-475 KB (limit 227 KB) with 2 stages and V
 # blocks of 64; one stage and V blocks of 32 (16 when wide) keep them under it.
+# grad_*: the backward's per-chunk gradient kernel (V blocks of grad_BV; grad_groups splits
+# its gradients over several launches, each compiling only the math its gradients need:
+# the offline sm_90 compile put KDA's and DPLR's single kernel at 311 and 328 KB of shared
+# memory at V blocks of 64, over the H200's 227 KB).  grad_dots: computed_dots for the
+# gradient kernel alone (None: the same).  Offline (benchmarks/compile_check.py): KDA fits
+# at V blocks of 32 (176 KB); DPLR's gate gradient needs every tile of the others (278 KB
+# on its own at V blocks of 32 with tf32 products) and fits with bf16 ones (123 KB).
+# None of this has run on the GPU yet.
 _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1,
+           "grad_BV": 64, "grad_warps": 4, "grad_stages": 1, "grad_groups": None, "grad_dots": None,
            "out_warps": 4, "out_stages": 2, "computed_dots": "tf32", "inverse16": "tf32", "gate_products": "stable",
            "fp32_products": "ieee",
            "schedule": "split",
@@ -86,7 +95,7 @@ VARIANTS: List[Variant] = [
     Variant("kda", "chunk_kda", "kda", "kda_chunk", "kda.O", "kda.S",
             _QKV + (Arg("g", "Alpha", "gate_k"), Arg("beta", "Beta", "head")),
             "S_t = S_{t-1} Diag(exp g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING),
+            dict(_TILING, grad_BV=32),
             dict(dS="kda.dS", dS_prev="kda.bwd.dS_prev",
                  grads=dict(q="kda.dQ", k="kda.dK", v="kda.dV", g="kda.dlogAlpha", beta="kda.dBeta"),
                  inner=["kda.dU", "kda.dVnew", "kda.dW", "kda.dQl", "kda.dAt", "kda.dXt", "kda.dKl",
@@ -95,7 +104,7 @@ VARIANTS: List[Variant] = [
             "dplr.fla.O", "dplr.fla.S",
             _QKV + (Arg("a", "A", "k"), Arg("b", "B", "k"), Arg("gk", "Alpha", "gate_k")),
             "S_t = S_{t-1} (Diag(exp gk_t) + a_t b_t^T) + v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING),
+            dict(_TILING, grad_BV=32, grad_dots="input", grad_groups=[["q", "k", "v"], ["a", "b"], ["gk"]]),
             dict(dS="dplr.fla.dS", dS_prev="dplr.fla.dS_prev",
                  grads=dict(q="dplr.fla.dQ", k="dplr.fla.dK", v="dplr.fla.dV", a="dplr.fla.da",
                             b="dplr.fla.db", gk="dplr.fla.dlogalpha"),

@@ -141,6 +141,17 @@ def gate_products(tiling):
     return _GATE_PRODUCTS[mode]
 
 
+def grad_launches(tiling, spec):
+    """The GO bitmask of each launch of the gradient kernel: TILING grad_groups lists
+    groups of argument names (default: one launch for all)."""
+    names = [n for n, _ in spec]
+    groups = tiling.get("grad_groups") or [names]
+    seen = [n for g in groups for n in g]
+    if sorted(seen) != sorted(names):
+        raise ValueError(f"TILING['grad_groups'] must cover each of {names} once, got {groups}")
+    return [sum(1 << names.index(n) for n in g) for g in groups]
+
+
 def effective_tiling(tiling, dtype, K, V):
     """TILING with its per-dtype overrides applied (see codegen/variants.py)."""
     t = {k: v for k, v in tiling.items() if not isinstance(v, dict)}

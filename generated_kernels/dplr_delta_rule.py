@@ -9,9 +9,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._runtime import _inv_unit_lower, _masked_gated_dot, block_sizes, check_args, check_grads, dot_types, effective_tiling, gate_products, needs_grad, refuse_grad  # noqa: F401
+from ._runtime import _inv_unit_lower, _masked_gated_dot, block_sizes, check_args, check_grads, dot_types, effective_tiling, gate_products, grad_launches, needs_grad, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 32, 'grad_warps': 4, 'grad_stages': 1, 'grad_groups': [['q', 'k', 'v'], ['a', 'b'], ['gk']], 'grad_dots': 'input', 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate_k'))
 
 
@@ -304,8 +304,10 @@ def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_q, d_k, 
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
-    # one program per (V block, chunk, batch*head); NTOK = B * T * H
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GO: tl.constexpr):
+    # one program per (V block, chunk, batch*head); NTOK = B * T * H.  GO: which
+    # gradients this launch computes (bit i: argument i); the math the others alone need
+    # is dead code and compiled away (TILING grad_groups: fewer live tiles per kernel)
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -406,12 +408,18 @@ def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_q, d_k, 
     # g_gk = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} - \delta \mathbf{B}_{[t]} \odot \mathbf{B}_{[t]} + \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]} + \left[0,\dots,0,\text{diag}\left({\mathbf{S}_{[t]}^C}^\top \delta \mathbf{S}_{[t]}^C\right)\right]^\top - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) + \text{suffix\_sum}_{row}\left(\delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}   [claim dplr.fla.dlogalpha, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_gk = (tl.cumsum((((((((b_dQl * tl.exp(b_dQ_f)) * b_Q) - ((b_dKr * tl.exp(b_dK_f)) * b_K)) - ((b_dAr * tl.exp(b_dB_f)) * b_B)) + ((b_dA_c * tl.exp(b_dA_f)) * b_A)) + tl.where(m_last, tl.trans(tl.sum(tl.trans(b_S) * tl.trans(b_ds), axis=1, keep_dims=True)), 0.)) - ((b_dA_c * tl.exp(b_dA_f)) * b_A)), axis=0, reverse=True) + (tl.cumsum(((b_dA_c * tl.exp(b_dA_f)) * b_A), axis=0, reverse=True) - ((b_dA_c * tl.exp(b_dA_f)) * b_A)))
 
-    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    tl.store(d_a + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_a.to(d_a.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_b.to(d_b.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_gk.to(d_gk.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    if (GO >> 0) & 1:
+        tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    if (GO >> 1) & 1:
+        tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    if (GO >> 2) & 1:
+        tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    if (GO >> 3) & 1:
+        tl.store(d_a + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_a.to(d_a.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    if (GO >> 4) & 1:
+        tl.store(d_b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_b.to(d_b.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    if (GO >> 5) & 1:
+        tl.store(d_gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_gk.to(d_gk.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 
 
 
@@ -511,16 +519,20 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
                                                use_dht=int(dht is not None),
                                                num_warps=til["scan_warps"], num_stages=til["scan_stages"])
-    NV = triton.cdiv(V, BV)
+    BVG = min(til.get("grad_BV", BV), BV_full)
+    NV = triton.cdiv(V, BVG)
     d_q = torch.empty((NV,) + tuple(q.shape), dtype=q.dtype if NV == 1 else torch.float32, device=q.device)
     d_k = torch.empty((NV,) + tuple(k.shape), dtype=k.dtype if NV == 1 else torch.float32, device=q.device)
     d_v = torch.empty_like(v)
     d_a = torch.empty((NV,) + tuple(a.shape), dtype=a.dtype if NV == 1 else torch.float32, device=q.device)
     d_b = torch.empty((NV,) + tuple(b.shape), dtype=b.dtype if NV == 1 else torch.float32, device=q.device)
     d_gk = torch.empty((NV,) + tuple(gk.shape), dtype=gk.dtype if NV == 1 else torch.float32, device=q.device)
-    _dgrad_kernel[(NV, NT, B * H)](q, k, v, gk, a, b, do, Gamma, W, C, h, dh, d_q, d_k, d_v, d_a, d_b, d_gk, scale, T, B * T * H,
-                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
-                                  num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+    gtypes = dict(types, **dot_types(q.dtype, q.device, til.get("grad_dots") or til["computed_dots"],
+                                     til["inverse16"], til["fp32_products"]))
+    for go in grad_launches(til, ARGS):
+        _dgrad_kernel[(NV, NT, B * H)](q, k, v, gk, a, b, do, Gamma, W, C, h, dh, d_q, d_k, d_v, d_a, d_b, d_gk, scale, T, B * T * H,
+                                      H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, GO=go,
+                                      num_warps=til["grad_warps"], num_stages=til["grad_stages"])
     d_q = d_q[0] if NV == 1 else d_q.sum(0).to(q.dtype)
     d_k = d_k[0] if NV == 1 else d_k.sum(0).to(k.dtype)
     d_a = d_a[0] if NV == 1 else d_a.sum(0).to(a.dtype)

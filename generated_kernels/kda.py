@@ -9,9 +9,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._runtime import _inv_unit_lower, _masked_gated_dot, block_sizes, check_args, check_grads, dot_types, effective_tiling, gate_products, needs_grad, refuse_grad  # noqa: F401
+from ._runtime import _inv_unit_lower, _masked_gated_dot, block_sizes, check_args, check_grads, dot_types, effective_tiling, gate_products, grad_launches, needs_grad, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 32, 'grad_warps': 4, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
 
 
@@ -282,8 +282,10 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_q, d_k, d_v,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
-    # one program per (V block, chunk, batch*head); NTOK = B * T * H
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GO: tl.constexpr):
+    # one program per (V block, chunk, batch*head); NTOK = B * T * H.  GO: which
+    # gradients this launch computes (bit i: argument i); the math the others alone need
+    # is dead code and compiled away (TILING grad_groups: fewer live tiles per kernel)
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -364,11 +366,16 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_q, d_k, d_v,
     # g_beta = \text{diag}\left(\delta \text{Diag}(\boldsymbol{\beta}_{[t]})\right)   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
     b_g_beta = tl.sum(tl.where(m_eye, b_dDB, 0.), axis=1, keep_dims=True)
 
-    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty), mask=m_r)
+    if (GO >> 0) & 1:
+        tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    if (GO >> 1) & 1:
+        tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    if (GO >> 2) & 1:
+        tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    if (GO >> 3) & 1:
+        tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    if (GO >> 4) & 1:
+        tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty), mask=m_r)
 
 
 
@@ -468,15 +475,19 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
                                                use_dht=int(dht is not None),
                                                num_warps=til["scan_warps"], num_stages=til["scan_stages"])
-    NV = triton.cdiv(V, BV)
+    BVG = min(til.get("grad_BV", BV), BV_full)
+    NV = triton.cdiv(V, BVG)
     d_q = torch.empty((NV,) + tuple(q.shape), dtype=q.dtype if NV == 1 else torch.float32, device=q.device)
     d_k = torch.empty((NV,) + tuple(k.shape), dtype=k.dtype if NV == 1 else torch.float32, device=q.device)
     d_v = torch.empty_like(v)
     d_g = torch.empty((NV,) + tuple(g.shape), dtype=g.dtype if NV == 1 else torch.float32, device=q.device)
     d_beta = torch.empty((NV,) + tuple(beta.shape), dtype=beta.dtype if NV == 1 else torch.float32, device=q.device)
-    _dgrad_kernel[(NV, NT, B * H)](q, k, v, beta, do, Gamma, W, U, h, dh, d_q, d_k, d_v, d_g, d_beta, scale, T, B * T * H,
-                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
-                                  num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+    gtypes = dict(types, **dot_types(q.dtype, q.device, til.get("grad_dots") or til["computed_dots"],
+                                     til["inverse16"], til["fp32_products"]))
+    for go in grad_launches(til, ARGS):
+        _dgrad_kernel[(NV, NT, B * H)](q, k, v, beta, do, Gamma, W, U, h, dh, d_q, d_k, d_v, d_g, d_beta, scale, T, B * T * H,
+                                      H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, GO=go,
+                                      num_warps=til["grad_warps"], num_stages=til["grad_stages"])
     d_q = d_q[0] if NV == 1 else d_q.sum(0).to(q.dtype)
     d_k = d_k[0] if NV == 1 else d_k.sum(0).to(k.dtype)
     d_g = d_g[0] if NV == 1 else d_g.sum(0).to(g.dtype)

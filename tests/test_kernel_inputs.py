@@ -95,3 +95,12 @@ def test_fp32_tiling_overrides():
     assert base["BV"] == m.TILING["BV"] and f32["BV"] == m.TILING["fp32"]["BV"]
     assert f32["scan_stages"] == 1 and wide["BV"] == m.TILING["fp32_wide"]["BV"]
     assert not any(isinstance(v, dict) for v in base.values())
+
+
+def test_gradient_launch_groups_are_checked():
+    from generated_kernels._runtime import grad_launches
+    spec = (("q", "k"), ("k", "k"), ("v", "v"), ("g", "gate_k"))
+    assert grad_launches({}, spec) == [15]
+    assert grad_launches({"grad_groups": [["q", "k"], ["v", "g"]]}, spec) == [3, 12]
+    with pytest.raises(ValueError, match=r"grad_groups.*must cover each of \['q', 'k', 'v', 'g'\] once"):
+        grad_launches({"grad_groups": [["q", "k"], ["v"]]}, spec)
