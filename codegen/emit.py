@@ -98,7 +98,9 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
             env[n] = Val(f"b_{n}", val.shape, diag=True)
         else:
             st.lines.append(Line(cmt, f"b_{n}", val.code))
-            env[n] = Val(f"b_{n}", val.shape, raw=val.raw)
+            # a sum or masked product keeps its parts: a gate factor applied to it later
+            # is distributed over them (printer.factor) rather than multiplying b_{n}
+            env[n] = Val(f"b_{n}", val.shape, raw=val.raw, terms=val.terms, mix=val.mix)
     for n, e, c in finals:
         st.lines.append(Line(f"{n} = {to_latex(e)}   [claim {c.id}, {c.citation}]", f"b_{n}", pr.code(e)))
     return st

@@ -40,6 +40,11 @@ class Val:
     fac: Optional[str] = None     # the value is code * exp(fac): a tile times a gate factor
     facshape: tuple = ()          # symbolic shape of fac (broadcasts against shape)
     last: Optional[str] = None    # a [1, cols] tile holding the log's last real row, read from memory
+    # structure kept for a gate factor applied later (the backward's row factors), so that
+    # it can meet the factors inside instead of multiplying an overflowed tile:
+    terms: tuple = ()             # ((sign, Val), ...) whose sum this value is
+    mix: Optional[tuple] = None   # (x, kind, y, f): (x masked by kind) @ (y * exp(f)), x C x C
+    masked: Optional[tuple] = None  # (kind, x): this value is x under mask kind
 
     def dense(self) -> str:
         if self.code is None:
@@ -55,12 +60,35 @@ def _bcast(a: tuple, b: tuple) -> tuple:
 
 DIMS = {"C": "BT", "Dk": "BK", "Dv": "BV", "1": "1"}
 MASKS = {"M": "m_incl", "M-1": "m_strict", "MT": "m_upper"}
+# a transposed mask, as the kind a masked value keeps (Val.masked); MT-1 is strictly upper
+_FLIP = {"M": "MT", "M-1": "MT-1", "MT": "M", "MT-1": "M-1"}
+_MIX_MASKS = dict(MASKS, **{"MT-1": "tl.trans(m_strict)"})
 
 
 def _dim(d: str, where) -> str:
     if d not in DIMS:
         raise CodegenError(f"size {d!r} has no kernel block size in {where}")
     return DIMS[d]
+
+
+def _structured(v: Val) -> bool:
+    return bool(v.terms) or v.mix is not None
+
+
+def _terms(v: Val) -> tuple:
+    return v.terms if v.terms else ((1, v),)
+
+
+def _join(parts, dense) -> str:
+    out = ""
+    for sg, t in parts:
+        c = dense(t)
+        out = (f"(-{c})" if sg < 0 else c) if not out else f"({out} {'-' if sg < 0 else '+'} {c})"
+    return out
+
+
+def _gated(v: Val) -> bool:
+    return not v.diag and (v.fac is not None or v.log is not None)
 
 
 def _t(code: str) -> str:
@@ -103,12 +131,30 @@ class TritonPrinter:
 
     def factor(self, x: Val, log: str, logshape: tuple, shape: tuple) -> Val:
         """x * exp(log), keeping the factor in log space."""
+        if x.terms:
+            parts = [(sg, self.factor(t, log, logshape, shape)) for sg, t in x.terms]
+            return Val(_join(parts, self.dense), shape, terms=tuple(parts))
+        if x.mix is not None and logshape[0] == "C" and x.code is not None and x.fac is None:
+            return self._mix_factor(x, log, logshape, shape)
         if x.log is not None:
             return Val(None, shape, log=f"({x.log} + {log})")
         if x.fac is not None:
             return Val(x.code, shape, fac=f"({x.fac} + {log})", facshape=_bcast(x.facshape, logshape),
                        raw=x.raw)
         return Val(self.dense(x), shape, fac=log, facshape=logshape, raw=x.raw)
+
+    def _mix_factor(self, x: Val, g: str, gshape: tuple, shape: tuple) -> Val:
+        # exp(g_i) sum_j mask_ij x_ij y_j exp(f_j): the row factor meets the column
+        # factor inside (f_j + g_i <= 0 where the mask keeps an entry, as every such pair
+        # in the derivations is a decay between two rows of the chunk)
+        xc, kind, y, f, fshape = x.mix
+        if fshape[1] == "1" and gshape[1] == "1":
+            # scalar gates per row: fold exp(g_i + f_j) into the C x C matrix
+            m = _MIX_MASKS[kind]
+            return Val(self._dot(Val(f"tl.where({m}, {xc} * tl.exp({g} + tl.trans({f})), 0.)", ()),
+                                 Val(y, ())), shape)
+        strict = {"M": "0", "M-1": "1", "MT": "2", "MT-1": "3"}[kind]
+        return Val(f"_masked_mix({xc}, {y}, {f}, {g}, {strict}, m_mid, GS, BT, DT2, CT2, PREC2)", shape)
 
     # ------------------------------------------------------------ leaves
     def _Var(self, e: ir.Var):
@@ -135,7 +181,12 @@ class TritonPrinter:
         a, b = self.p(e.a), self.p(e.b)
         if a.diag and b.diag:
             return Val(f"({self.dense_vec(a)} {op} {self.dense_vec(b)})", e.shape(), diag=True)
-        return Val(f"({self.dense(a)} {op} {self.dense(b)})", e.shape())
+        code = f"({self.dense(a)} {op} {self.dense(b)})"
+        if _structured(a) or _structured(b):
+            sb = 1 if op == "+" else -1
+            parts = _terms(a) + tuple((sb * sg, t) for sg, t in _terms(b))
+            return Val(code, e.shape(), terms=parts)
+        return Val(code, e.shape())
 
     def _Add(self, e):
         return self._lin(e, "+")
@@ -181,7 +232,11 @@ class TritonPrinter:
             if isinstance(x, (ir.Add, ir.Sub)):
                 return self.p(type(x)(ir.Scale(e.a, x.a), ir.Scale(e.a, x.b)))
             if isinstance(x, ir.MatMul):
-                return self.p(ir.MatMul(x.a, ir.Scale(e.a, x.b)))
+                # onto the factor that carries a gate factor of its own, else onto the product
+                if _gated(self.p(x.b)):
+                    return self.p(ir.MatMul(x.a, ir.Scale(e.a, x.b)))
+                if _gated(self.p(x.a)):
+                    return self.p(ir.MatMul(ir.Scale(e.a, x.a), x.b))
             xv = self.p(x)
             if xv.diag:
                 if xv.log is not None:
@@ -208,6 +263,8 @@ class TritonPrinter:
             return Val(None, e.shape(), log=_t(a.log))
         if a.fac is not None:
             return Val(_t(a.code), e.shape(), fac=_t(a.fac), facshape=a.facshape[::-1], raw=a.raw)
+        if a.masked is not None:
+            return Val(_t(a.code), e.shape(), raw=a.raw, masked=(_FLIP[a.masked[0]], _t(a.masked[1])))
         return Val(_t(a.code), e.shape(), raw=a.raw)
 
     def _DiagM(self, e):
@@ -235,8 +292,19 @@ class TritonPrinter:
                 strict = "True" if e.kind == "M-1" else "False"
                 return Val(f"_masked_gated_dot({x.code}, {x.fac}, {y.code}, {y.fac}, {MASKS[e.kind]}, m_mid, "
                            f"{strict}, GS, BT, DT2, CT2, PREC2)", e.shape())
+        if e.kind == "MT" and isinstance(e.a, ir.MatMul):
+            x, y = self.p(e.a.a), self.p(e.a.b)
+            d = e.a.a.shape()[1]
+            if x.fac is not None and y.fac is not None and x.facshape == ("C", d) \
+                    and y.facshape == (d, "C") and d != "1":
+                # on and above the diagonal: the transpose of the lower form, whose row
+                # factor (y's, transposed) is the non-increasing one
+                return Val(f"tl.trans(_masked_gated_dot({_t(y.code)}, {_t(y.fac)}, {_t(x.code)}, {_t(x.fac)}, "
+                           f"m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2))", e.shape())
         a = self.p(e.a)
-        return Val(f"tl.where({MASKS[e.kind]}, {self.dense(a)}, 0.)", e.shape(), raw=a.raw and a.fac is None)
+        dense = self.dense(a)
+        return Val(f"tl.where({MASKS[e.kind]}, {dense}, 0.)", e.shape(), raw=a.raw and a.fac is None,
+                   masked=(e.kind, dense))
 
     def _CumProd(self, e):
         a = self.p(e.a)
@@ -312,8 +380,10 @@ class TritonPrinter:
             # reaches the tile that carries a gate factor of its own
             if isinstance(x, (ir.Add, ir.Sub)):
                 return self.p(type(x)(ir.MatMul(x.a, e.b), ir.MatMul(x.b, e.b)))
-            if isinstance(x, ir.MatMul):
+            if isinstance(x, ir.MatMul) and _gated(self.p(x.b)):
                 return self.p(ir.MatMul(x.a, ir.MatMul(x.b, e.b)))
+            # otherwise the column factor stays on the product, where a row factor
+            # applied later meets it (the backward's K-side gradients)
             a = self.p(x)
             if not a.diag:
                 return self.factor(a, _t(b.log), ("1", e.b.shape()[1]), shape)
@@ -323,7 +393,7 @@ class TritonPrinter:
             x = e.b
             if isinstance(x, (ir.Add, ir.Sub)):
                 return self.p(type(x)(ir.MatMul(e.a, x.a), ir.MatMul(e.a, x.b)))
-            if isinstance(x, ir.MatMul):
+            if isinstance(x, ir.MatMul) and _gated(self.p(x.a)):
                 return self.p(ir.MatMul(ir.MatMul(e.a, x.a), x.b))
             return self.factor(b, a.log, (e.a.shape()[0], "1"), shape)
         if a.diag and b.diag:
@@ -335,6 +405,12 @@ class TritonPrinter:
         if b.diag:      # X Diag(v) scales the columns of X
             return Val(f"({self.dense(a)} * {_t(self.dense_vec(b))})", shape)
         inner = e.a.shape()[1]
+        if a.masked is not None and a.fac is None and b.fac is not None and inner == "C" \
+                and b.facshape[0] == "C" and shape[1] != "1":
+            # (x masked) (y exp(f)): printed densely here, and kept as a mix so that a row
+            # factor applied later can meet f (see factor)
+            return Val(self._dot(Val(self.dense(a), ()), Val(self.dense(b), ())), shape,
+                       mix=(a.masked[1], a.masked[0], b.code, b.fac, b.facshape))
         if a.fac is not None and b.fac is not None and a.facshape[0] == "C" \
                 and b.facshape == (a.facshape[1], "C") and inner != "1":
             # (x exp(f)) (y exp(h)): shift both factors by the middle row of f, so each

@@ -130,6 +130,106 @@ def _masked_gated_dot(a, fa, b, fb, m_keep, m_mid, STRICT: tl.constexpr, GS: tl.
     return tl.where(m_keep, p, 0.)
 
 
+@triton.jit
+def _diag_blocks(x, BT: tl.constexpr):
+    # the BT/16 diagonal 16 x 16 blocks of a BT x BT tile, [BT/16, 16, 16]
+    NB: tl.constexpr = BT // 16
+    o_b = tl.arange(0, NB)
+    on_diag = o_b[:, None, None, None] == o_b[None, :, None, None]
+    return tl.sum(tl.where(on_diag, tl.permute(tl.reshape(x, [NB, 16, NB, 16]), [0, 2, 1, 3]), 0.), axis=1)
+
+
+@triton.jit
+def _blocked_mix(x, y, f, g, KIND: tl.constexpr, BT: tl.constexpr, DT2: tl.constexpr, CT2: tl.constexpr,
+                 PREC2: tl.constexpr):
+    # _masked_mix with every evaluated exponent <= 0: 16-row blocks against the blocks
+    # before them (lower, KIND 0 and 1) or after them (upper, KIND 2 and 3) as one product each, rescaled by an anchor
+    # row r (lower: r = 16 I, g_i - g_r <= 0 and f_j + g_r <= 0; upper: r = 16 I + 15,
+    # f_j - f_r <= 0 and f_r + g_i <= 0); the diagonal blocks entry by entry, in fp32
+    NB: tl.constexpr = BT // 16
+    D: tl.constexpr = y.shape[1]
+    o_t = tl.arange(0, BT)
+    o_r = tl.arange(0, 16)
+    neg = float("-inf")
+    p = tl.zeros([BT, D], dtype=tl.float32)
+    for I in tl.static_range(NB):
+        rows = ((o_t // 16) == I)[:, None]
+        if KIND >= 2:
+            if I < NB - 1:
+                cols = o_t >= 16 * (I + 1)
+                f_r = tl.sum(tl.where((o_t == 16 * I + 15)[:, None], f, 0.), axis=0, keep_dims=True)
+                xi = tl.where(rows & cols[None, :], x, 0.)
+                yi = y * tl.exp(tl.where(cols[:, None], f - f_r, neg))
+                p += tl.exp(tl.where(rows, g + f_r, neg)) * tl.dot(xi.to(DT2).to(CT2), yi.to(DT2).to(CT2),
+                                                                   input_precision=PREC2)
+        else:
+            if I > 0:
+                cols = o_t < 16 * I
+                g_r = tl.sum(tl.where((o_t == 16 * I)[:, None], g, 0.), axis=0, keep_dims=True)
+                xi = tl.where(rows & cols[None, :], x, 0.)
+                yi = y * tl.exp(tl.where(cols[:, None], f + g_r, neg))
+                p += tl.exp(tl.where(rows, g - g_r, neg)) * tl.dot(xi.to(DT2).to(CT2), yi.to(DT2).to(CT2),
+                                                                   input_precision=PREC2)
+    xd = _diag_blocks(x, BT)
+    y3 = tl.reshape(y.to(tl.float32), [NB, 16, D])
+    f3 = tl.reshape(f, [NB, 16, D])
+    g3 = tl.reshape(g, [NB, 16, D])
+    p3 = tl.zeros([NB, 16, D], dtype=tl.float32)
+    for j in range(16):
+        sel = (o_r == j)[None, :, None]
+        y_j = tl.sum(tl.where(sel, y3, 0.), axis=1, keep_dims=True)
+        f_j = tl.sum(tl.where(sel, f3, 0.), axis=1, keep_dims=True)
+        x_j = tl.sum(tl.where((o_r == j)[None, None, :], xd, 0.), axis=2, keep_dims=True)
+        if KIND == 0:
+            keep = (o_r >= j)[None, :, None]
+        elif KIND == 1:
+            keep = (o_r > j)[None, :, None]
+        elif KIND == 2:
+            keep = (o_r <= j)[None, :, None]
+        else:
+            keep = (o_r < j)[None, :, None]
+        p3 += x_j * y_j * tl.exp(tl.where(keep, f_j + g3, neg))
+    return p + tl.reshape(p3, [BT, D])
+
+
+@triton.jit
+def _masked_mix(x, y, f, g, KIND: tl.constexpr, m_mid, GS: tl.constexpr, BT: tl.constexpr,
+                DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr):
+    # P[i, d] = sum_j x[i, j] y[j, d] exp(f[j, d] + g[i, d]) over j <= i (KIND 0), j < i
+    # (1), j >= i (2) or j > i (3), for x: [BT, BT] and y: [BT, D], where f_j + g_i <= 0 for every
+    # kept pair (a decay between two rows of the chunk; lower: g non-increasing down the
+    # rows, upper: f non-increasing).  The backward's gradients of the gated tiles have
+    # this form (a row factor that meets a column factor across a masked product).  As in
+    # _masked_gated_dot, GS picks the form: rebalanced (both factors shifted by g's middle
+    # row), blocked, or per chunk the rebalanced one while its exponents are within +-64.
+    D: tl.constexpr = y.shape[1]
+    o_t = tl.arange(0, BT)
+    if KIND == 0:
+        keep = o_t[:, None] >= o_t[None, :]
+    elif KIND == 1:
+        keep = o_t[:, None] > o_t[None, :]
+    elif KIND == 2:
+        keep = o_t[:, None] <= o_t[None, :]
+    else:
+        keep = o_t[:, None] < o_t[None, :]
+    f = f + tl.zeros([BT, D], dtype=tl.float32)
+    g = g + tl.zeros([BT, D], dtype=tl.float32)
+    xm = tl.where(keep, x, 0.)
+    mid = tl.sum(tl.where(m_mid, g, 0.), axis=0, keep_dims=True)
+    eg = g - mid
+    ef = f + mid
+    if GS == 0:
+        p = tl.exp(eg) * tl.dot(xm.to(DT2).to(CT2), (y * tl.exp(ef)).to(DT2).to(CT2), input_precision=PREC2)
+    elif GS == 2:
+        p = _blocked_mix(xm, y, f, g, KIND, BT, DT2, CT2, PREC2)
+    else:
+        if (tl.max(tl.abs(eg)) <= 64.0) & (tl.max(tl.abs(ef)) <= 64.0):
+            p = tl.exp(eg) * tl.dot(xm.to(DT2).to(CT2), (y * tl.exp(ef)).to(DT2).to(CT2), input_precision=PREC2)
+        else:
+            p = _blocked_mix(xm, y, f, g, KIND, BT, DT2, CT2, PREC2)
+    return p
+
+
 _GATE_PRODUCTS = {"rebalanced": 0, "stable": 1, "blocks": 2}
 
 

@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._runtime import _inv_unit_lower, _masked_gated_dot, block_sizes, check_args, check_grads, dot_types, effective_tiling, gate_products, grad_launches, needs_grad, refuse_grad  # noqa: F401
+from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, dot_types, effective_tiling, gate_products, grad_launches, needs_grad, refuse_grad  # noqa: F401
 
 TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 64, 'grad_warps': 4, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'))
@@ -292,19 +292,19 @@ def _dgrad_kernel(q, k, v, do, in_Gamma, h, dh, d_q, d_k, d_v, d_g, scale, T, NT
     # dQl = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t]}^\top \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}}
     b_dQl = (tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dKr = \mathbf{V}_{[t]} \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \left(\mathbf{V}_{[t]} \delta \mathbf{O}_{[t]}^\top \odot \mathbf{M}^\top\right) \overleftarrow{\mathbf{Q}_{[t]}}
-    b_dKr = (tl.dot(b_V.to(DT3).to(CT3), (b_ds * tl.exp(tl.trans(b_gC_log))).to(DT3).to(CT3), input_precision=PREC3) + tl.dot(tl.where(m_upper, tl.dot(b_V.to(DT).to(CT), tl.trans(b_dO).to(DT).to(CT), input_precision=PREC), 0.).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2))
-    # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_dK_f = (-b_Gamma_log)
-    # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_dQ_f = b_Gamma_log
+    b_dKr = ((tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.where(m_upper, tl.dot(b_V.to(DT).to(CT), tl.trans(b_dO).to(DT).to(CT), input_precision=PREC), 0.).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
+    b_dK = ((tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.dot(b_V.to(DT).to(CT), tl.trans(b_dO).to(DT).to(CT), input_precision=PREC), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2))
+    # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
+    b_dQ = ((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim gla.dQ, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 194]
-    b_g_q = (b_dQl * tl.exp(b_Gamma_log))
+    b_g_q = ((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim gla.dK, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 190]
-    b_g_k = (b_dKr * tl.exp((-b_Gamma_log)))
+    b_g_k = ((tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.dot(b_V.to(DT).to(CT), tl.trans(b_dO).to(DT).to(CT), input_precision=PREC), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2))
     # g_v = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + \left(\overrightarrow{\mathbf{K}_{[t]}} \overleftarrow{\mathbf{Q}_{[t]}}^\top \odot \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]}   [claim gla.dV, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 178, row 3]
-    b_g_v = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_upper, tl.dot((b_K * tl.exp(b_Kr_f - tl.sum(tl.where(m_mid, b_Kr_f, 0.), axis=0, keep_dims=True))).to(DT2).to(CT2), (tl.trans(b_Q) * tl.exp(tl.trans(b_Ql_f) + tl.trans(tl.sum(tl.where(m_mid, b_Kr_f, 0.), axis=0, keep_dims=True)))).to(DT2).to(CT2), input_precision=PREC2), 0.).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    b_g_v = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(tl.trans(tl.trans(b_Q)), tl.trans(tl.trans(b_Ql_f)), tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
     # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,\text{diag}\left({\mathbf{S}_{[t]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)\right]^\top\right)   [claim gla.bwd.dlogalpha, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播]
-    b_g_g = tl.cumsum(((((b_dQl * tl.exp(b_dQ_f)) * b_Q) - ((b_dKr * tl.exp(b_dK_f)) * b_K)) + tl.where(m_last, tl.trans(tl.sum(tl.trans(b_S) * tl.trans(b_ds), axis=1, keep_dims=True)), 0.)), axis=0, reverse=True)
+    b_g_g = tl.cumsum((((b_dQ * b_Q) - (b_dK * b_K)) + tl.where(m_last, tl.trans(tl.sum(tl.trans(b_S) * tl.trans(b_ds), axis=1, keep_dims=True)), 0.)), axis=0, reverse=True)
 
     if (GO >> 0) & 1:
         tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])

@@ -187,3 +187,17 @@ def cases_h0(name, prop, seed):
     from verify.fuzz.properties import draw
     ex = draw(name, prop, seed, "cpu", "fp32")
     return ex.bucket[1] > 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", cases.VARIANTS)
+@pytest.mark.parametrize("prop", ["matches_fp64", "extreme_gates", "causality", "split_sequence",
+                                  "poisoned_outputs"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_gpu_properties_forward_and_backward(name, prop, dtype):
+    # the campaign's properties (outputs and gradients) at real shapes on the GPU, one
+    # drawn example each; `chunkproof fuzz --device cuda` runs many more
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.fail("pytest -m gpu needs CUDA and TRITON_INTERPRET unset")
+    ok, err, tol, rec = check(name, prop, 1, "cuda", dtype)
+    assert ok, f"{rec['example']}: {rec['detail']} (error {err:.2e} > {tol:.1e})"

@@ -37,6 +37,15 @@ def rel_rms(x, ref):
     return float(torch.linalg.norm(x - ref) / torch.linalg.norm(ref).clamp_min(1e-30))
 
 
+def gate_grad_scale(inputs, grads):
+    """The size of the terms a log-gate gradient is the (suffix) sum of: ||q . dq|| +
+    ||k . dk|| (+ a, b).  At strong decay those terms cancel to a gradient many orders
+    smaller (1e-8 of them at -20 per step), which fp32 can only resolve to its rounding of
+    the terms: a gate gradient is compared with max(||its reference||, this scale)."""
+    return sum(float((inputs[n].detach().double().to(grads[n].device) * grads[n]).norm())
+               for n in ("q", "k", "a", "b") if n in grads and inputs.get(n) is not None)
+
+
 def reference_grads(name, inputs, do, dht, scale=None, initial_state=None):
     """Gradients of L = <dO, O> + <dS_T, S_T> through the fp64 recurrence, by autograd:
     the oracle of the backward kernels.  `inputs` maps q, k, v, g (and beta, or a, b) to
