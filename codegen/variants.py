@@ -71,9 +71,11 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # interpreter; not yet understood): both at 64 for now, DPLR with bf16 products.  Gated
 # DeltaNet's single kernel needed 288 KB on the H200 once the backward's stable forms
 # were printed (offline: 295 KB with tf32 products, 139 KB with bf16 ones): bf16 too,
-# not yet run on the GPU.
+# not yet run on the GPU.  8 warps: offline, half the spills of 4 (GLA 13 -> 6 KB per
+# thread, DPLR's gate launch 50 -> 24 KB); the GPU ran the gradient kernels at 4 (7 ms
+# of GLA's and GDN's 8.7-9.8 ms forward + backward).  Not yet timed at 8.
 _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1,
-           "grad_BV": 64, "grad_warps": 4, "grad_stages": 1, "grad_groups": None, "grad_dots": None,
+           "grad_BV": 64, "grad_warps": 8, "grad_stages": 1, "grad_groups": None, "grad_dots": None,
            "out_warps": 4, "out_stages": 2, "computed_dots": "tf32", "inverse16": "tf32", "gate_products": "stable",
            "fp32_products": "ieee",
            "schedule": "split",

@@ -143,9 +143,10 @@ def _diag_blocks(x, BT: tl.constexpr):
 def _blocked_mix(x, y, f, g, KIND: tl.constexpr, BT: tl.constexpr, DT2: tl.constexpr, CT2: tl.constexpr,
                  PREC2: tl.constexpr):
     # _masked_mix with every evaluated exponent <= 0: 16-row blocks against the blocks
-    # before them (lower, KIND 0 and 1) or after them (upper, KIND 2 and 3) as one product each, rescaled by an anchor
-    # row r (lower: r = 16 I, g_i - g_r <= 0 and f_j + g_r <= 0; upper: r = 16 I + 15,
-    # f_j - f_r <= 0 and f_r + g_i <= 0); the diagonal blocks entry by entry, in fp32
+    # before them (lower, KIND 0 and 1) or after them (upper, KIND 2 and 3) as one
+    # product each, rescaled by an anchor row r (lower: r = 16 I, g_i - g_r <= 0 and
+    # f_j + g_r <= 0; upper: r = 16 I + 15, f_j - f_r <= 0 and f_r + g_i <= 0); the
+    # diagonal blocks entry by entry, in fp32
     NB: tl.constexpr = BT // 16
     D: tl.constexpr = y.shape[1]
     o_t = tl.arange(0, BT)

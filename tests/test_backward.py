@@ -165,3 +165,20 @@ def test_incoming_gradients_are_checked():
     o, _ = kernel("gla")(*leaves)
     with pytest.raises(RuntimeError):
         o.backward(torch.zeros(1, 5, 2, 16))
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_gradients_odd_wide_heads_and_fp16(name):
+    # K and V not powers of two, V over 128 (several V blocks of the gradient kernel);
+    # fp16 inputs (tf32 products) with a loose bound
+    _check_grads(name, (1, 70, 1, 100, 200), 3, True, True)
+    B, T, H, K, V = 1, 70, 2, 32, 48
+    args, ref, state = make_inputs(name, B, T, H, K, V, seed=3, h0=True, dtype=torch.float16)
+    gen_ = torch.Generator().manual_seed(4)
+    do, dht = torch.randn(B, T, H, V, generator=gen_).half(), torch.randn(B, H, K, V, generator=gen_)
+    got = module(name)._backward(*args, do, dht, K ** -0.5, initial_state=state)
+    want = reference_grads(name, ref, do, dht, initial_state=state)
+    for n, g in got.items():
+        assert g.dtype == (torch.float32 if n == "initial_state" else dict(zip(
+            [a for a, _ in module(name).ARGS], args))[n].dtype)
+        assert rel_rms(g, want[REF[n]]) <= 5e-3, f"{name} fp16 d{n}"
