@@ -219,6 +219,11 @@ def cmd_fuzz(args):
     else:
         # before triton is first imported: the kernels run under its interpreter
         os.environ["TRITON_INTERPRET"] = "1"
+        # the interpreter evaluates every line of a kernel, including dense tiles the
+        # compiled kernel never forms (their stable forms are used instead), and numpy
+        # warns when those overflow; the properties judge the outputs, not the warnings
+        import warnings
+        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
     from .fuzz.campaign import Interrupted, run_campaign, save_failures, table
     from .fuzz.properties import PROPERTIES
     props = args.property or list(PROPERTIES)
