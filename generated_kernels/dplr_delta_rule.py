@@ -463,7 +463,7 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
 def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None):
     """delta S_[t]^C of every chunk ([B, NT, H, K, V]) and the initial state's gradient
     ([B, H, K, V]), both fp32, for L = <do, o> + <dht, final state>; the first stage of
-    the backward (internal: the public functions have no backward yet)."""
+    the backward (internal; the tests read it on its own)."""
     B, T, H, K = q.shape
     V = v.shape[-1]
     til = effective_tiling(TILING, q.dtype, K, V)
@@ -491,7 +491,7 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None):
 def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=None):
     """Every argument's gradient and the initial state's, for L = <do, o> + <dht, final
     state> (dht may be None): the forward state scan (h), the reverse scan (dh) and the
-    per-chunk gradient kernel.  Internal: the public function has no autograd yet."""
+    per-chunk gradient kernel.  Internal: _Chunk.backward calls it."""
     B, T, H, K = q.shape
     V = v.shape[-1]
     til = effective_tiling(TILING, q.dtype, K, V)
