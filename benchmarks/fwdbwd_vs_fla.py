@@ -6,6 +6,7 @@ the shell's `timeout` bounds each), then the table from what was measured:
 
     for v in gla gated_delta_rule kda dplr_delta_rule; do
         timeout 200 python benchmarks/fwdbwd_vs_fla.py --variant $v --json-dir $OUT/fwdbwd; done
+    python benchmarks/fwdbwd_vs_fla.py --variant gla --no-fla --ours-set grad_warps=4 --tag w4 --json-dir $OUT/fwdbwd
     python benchmarks/fwdbwd_vs_fla.py --table $OUT/fwdbwd --out $OUT/fwdbwd_vs_fla.md
 
 Here, without a GPU (ours only, interpreter, tiny shape):
@@ -33,9 +34,19 @@ from fwd_vs_fla import (DTYPES, FLA_IMPORT, OURS_NAME, bench_ms, first_line, log
                         make_inputs, reference, rel_rms, slice_inputs)
 
 
-def ours_fn(variant):
+def ours_fn(variant, settings=()):
+    """Our public function, with TILING overrides (KEY=VALUE; JSON values) applied."""
     import importlib
-    return getattr(importlib.import_module(f"generated_kernels.{variant}"), OURS_NAME[variant])
+    mod = importlib.import_module(f"generated_kernels.{variant}")
+    for kv in settings:
+        key, val = kv.split("=", 1)
+        if key not in mod.TILING:
+            raise SystemExit(f"--ours-set: {key!r} is not a TILING key of {variant} ({', '.join(mod.TILING)})")
+        try:
+            mod.TILING[key] = json.loads(val)
+        except ValueError:
+            mod.TILING[key] = val
+    return getattr(mod, OURS_NAME[variant])
 
 
 def fla_fn(variant, force=False):
@@ -157,7 +168,10 @@ def run(args):
     acc = {"args": (sl, h0, acc_do, dht), "o": o_ref, "grads": g_ref}
     res = {"variant": args.variant, "shape": [B, T, H, D], "dtype": args.dtype, "acc_t": t,
            "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu (interpreter)"}
-    measure("ours", ours_fn(args.variant), inp, h0, do, dht, scale, acc, res, args, lambda: save(args, res))
+    res["ours_set"] = list(args.ours_set)
+    if args.tag:
+        res["variant"] = f"{args.variant} [{args.tag}]"
+    measure("ours", ours_fn(args.variant, args.ours_set), inp, h0, do, dht, scale, acc, res, args, lambda: save(args, res))
     save(args, res)       # kept if FLA's autotune runs past the caller's timeout
     if not args.no_fla:
         measure("fla", fla_fn(args.variant, args.fla_force), inp, h0, do, dht, scale, acc, res, args,
@@ -169,7 +183,8 @@ def run(args):
 def save(args, res):
     if args.json_dir:
         os.makedirs(args.json_dir, exist_ok=True)
-        with open(os.path.join(args.json_dir, f"{args.variant}.json"), "w") as f:
+        name = args.variant + (f"@{args.tag}" if args.tag else "")
+        with open(os.path.join(args.json_dir, f"{name}.json"), "w") as f:
             json.dump(res, f, indent=1)
 
 
@@ -209,7 +224,12 @@ def main(argv=None):
     p.add_argument("--acc-t", type=int, default=256)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--json-dir", default=None)
+    p.add_argument("--tag", default="", help="names this configuration in the JSON file name and the table "
+                   "(with --ours-set: several configurations of one variant side by side)")
     p.add_argument("--no-fla", action="store_true")
+    p.add_argument("--ours-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a TILING override for our side (JSON value, e.g. grad_warps=4 or "
+                        "'grad_groups=[[\"q\",\"k\"],[\"v\",\"g\"]]'); repeatable")
     p.add_argument("--fla-force", action="store_true", help="run FLA's backward where it refuses this Triton "
                    "(Gated DeltaNet on Hopper, Triton < 3.7.1); its gradients are measured and may be wrong")
     p.add_argument("--smoke", action="store_true", help="CPU, TRITON_INTERPRET=1, ours only: accuracy, no timing")
