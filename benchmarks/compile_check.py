@@ -12,6 +12,7 @@ import tempfile
 import sys
 import time
 
+import torch
 import triton
 import triton.language as tl
 from triton.backends.compiler import GPUTarget
@@ -22,6 +23,7 @@ from generated_kernels import _runtime  # noqa: E402
 
 VARIANTS = ["gla", "gated_delta_rule", "kda", "dplr_delta_rule"]
 PTR = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}
+TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 def signature(fn, dtype, consts):
@@ -70,20 +72,13 @@ def ptxas_usage(ptx, arch):
             f"{spill.group(1) + '/' + spill.group(2) if spill else '?'} B")
 
 
-def _CUDA():
-    import torch
-    return torch.device("cuda")
-
-
-_TORCH = {}
-
-
 def compile_one(v, kname, fn, args, til, types, BT, BK, BVF, BV, go, target):
     consts = dict(K=args.K, V=args.V, BT=BT, BK=BK, BV=BVF if kname == "_intra_kernel" else BV, **types)
     role = {"_intra_kernel": "prep", "_out_kernel": "out", "_dgrad_kernel": "grad"}.get(kname, "scan")
     if go is not None:   # the gradient kernel: its own V blocks and product types
         consts.update(GO=go, BV=min(til["grad_BV"], BVF))
-        consts.update(_runtime.dot_types(_TORCH[args.dtype], _CUDA(), til.get("grad_dots") or til["computed_dots"],
+        consts.update(_runtime.dot_types(TORCH_DTYPES[args.dtype], torch.device("cuda"),
+                                         til.get("grad_dots") or til["computed_dots"],
                                          til["inverse16"], til["fp32_products"]))
     label = kname if go is None else f"{kname}[GO={go}]"
     t0 = time.time()
@@ -112,9 +107,7 @@ def main():
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a TILING entry (ints), e.g. --set scan_warps=8 --set BV=32")
     args = ap.parse_args()
-    import torch
-    _TORCH.update(bf16=torch.bfloat16, fp16=torch.float16, fp32=torch.float32)
-    tdt = _TORCH[args.dtype]
+    tdt = TORCH_DTYPES[args.dtype]
     target = GPUTarget("cuda", args.arch, 32)
     bad = 0
     for v in args.variants.split(","):

@@ -31,7 +31,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from fwd_vs_fla import (DTYPES, FLA_IMPORT, OURS_NAME, bench_ms, first_line, log,  # noqa: E402
-                        make_inputs, reference, rel_rms, slice_inputs)
+                        make_inputs, rel_rms, slice_inputs)
 
 
 def ours_fn(variant, settings=()):
@@ -71,37 +71,13 @@ def fwd_bwd(fn, inp, h0, do, dht, scale):
 
 
 def reference_grads(variant, inp, h0, do, dht, scale):
-    """Autograd of the fp64 recurrence (fwd_vs_fla.reference without its no_grad)."""
-    leaves = {n: x.detach().to(torch.float64).requires_grad_() for n, x in inp.items()}
-    s0 = h0.detach().to(torch.float64).requires_grad_()
-    with torch.enable_grad():
-        o, st = _reference_with_state(variant, leaves, s0, scale)
-        grads = torch.autograd.grad([o, st], list(leaves.values()) + [s0], [do.double(), dht.double()])
-    return o.detach(), dict(zip(list(leaves) + ["initial_state"], grads))
-
-
-def _reference_with_state(variant, x, s0, scale):
-    # the fp64 recurrence of fwd_vs_fla.reference, from an initial state [B, H, K, V]
-    q = x["q"]
-    B, T, H, K = q.shape
-    V = x["v"].shape[-1]
-    S = s0.transpose(-1, -2)
-    outs = []
-    for t in range(T):
-        qt, kt, vt = q[:, t], x["k"][:, t], x["v"][:, t]
-        if variant == "gla":
-            S = S * torch.exp(x["g"][:, t])[:, :, None, :] + vt[..., :, None] * kt[..., None, :]
-        elif variant in ("gated_delta_rule", "kda"):
-            dec = x["g"][:, t][:, :, None, None] if variant == "gated_delta_rule" else x["g"][:, t][:, :, None, :]
-            S = S * torch.exp(dec)
-            Sk = torch.einsum("bhvk,bhk->bhv", S, kt)
-            S = S + x["beta"][:, t][:, :, None, None] * (vt - Sk)[..., :, None] * kt[..., None, :]
-        else:
-            Sa = torch.einsum("bhvk,bhk->bhv", S, x["a"][:, t])
-            S = (S * torch.exp(x["gk"][:, t])[:, :, None, :] + Sa[..., :, None] * x["b"][:, t][..., None, :]
-                 + vt[..., :, None] * kt[..., None, :])
-        outs.append(torch.einsum("bhvk,bhk->bhv", S, qt * scale))
-    return torch.stack(outs, 1), S.transpose(-1, -2)
+    """o and every gradient from the fp64 recurrence the fuzz campaign uses
+    (verify.fuzz.reference; DPLR's gate is its g there)."""
+    from verify.fuzz.reference import recurrence, reference_grads as oracle
+    ref = {("g" if n == "gk" else n): x for n, x in inp.items()}
+    o, _ = recurrence(variant, scale=scale, initial_state=h0, **ref)
+    grads = oracle(variant, ref, do, dht, scale=scale, initial_state=h0)
+    return o, {("gk" if n == "g" and "gk" in inp else n): g for n, g in grads.items()}
 
 
 def bench_grad_ms(fn, args):

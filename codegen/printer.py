@@ -87,6 +87,12 @@ def _join(parts, dense) -> str:
     return out
 
 
+def _vector_gated(x: Val, y: Val, d: str) -> bool:
+    """x y with a gate factor per row and channel on each side (a C x d times d x C product)."""
+    return x.fac is not None and y.fac is not None and x.facshape == ("C", d) \
+        and y.facshape == (d, "C") and d != "1"
+
+
 def _gated(v: Val) -> bool:
     return not v.diag and (v.fac is not None or v.log is not None)
 
@@ -283,9 +289,7 @@ class TritonPrinter:
                 # entries above the diagonal, where it can overflow, are discarded
                 xy = self._dot(Val(x.code, x.shape, raw=x.raw), Val(y.code, y.shape, raw=y.raw))
                 return Val(f"tl.where({MASKS[e.kind]}, {xy} * tl.exp({x.fac} + {y.fac}), 0.)", e.shape())
-            d = e.a.a.shape()[1]
-            if x.fac is not None and y.fac is not None and x.facshape == ("C", d) \
-                    and y.facshape == (d, "C") and d != "1":
+            if _vector_gated(x, y, e.a.a.shape()[1]):
                 # the same with a gate per row and channel: no one rescaling keeps a
                 # chunk's factors in range at strong decay; the runtime forms the masked
                 # product by blocks with every exponent <= 0 (_masked_gated_dot)
@@ -294,9 +298,7 @@ class TritonPrinter:
                            f"{strict}, GS, BT, DT2, CT2, PREC2)", e.shape())
         if e.kind == "MT" and isinstance(e.a, ir.MatMul):
             x, y = self.p(e.a.a), self.p(e.a.b)
-            d = e.a.a.shape()[1]
-            if x.fac is not None and y.fac is not None and x.facshape == ("C", d) \
-                    and y.facshape == (d, "C") and d != "1":
+            if _vector_gated(x, y, e.a.a.shape()[1]):
                 # on and above the diagonal: the transpose of the lower form, whose row
                 # factor (y's, transposed) is the non-increasing one
                 return Val(f"tl.trans(_masked_gated_dot({_t(y.code)}, {_t(y.fac)}, {_t(x.code)}, {_t(x.fac)}, "

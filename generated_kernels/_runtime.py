@@ -25,6 +25,15 @@ def _place_diag_blocks(x3, BT: tl.constexpr):
 
 
 @triton.jit
+def _diag_blocks(x, BT: tl.constexpr):
+    # the BT/16 diagonal 16 x 16 blocks of a BT x BT tile, [BT/16, 16, 16]
+    NB: tl.constexpr = BT // 16
+    o_b = tl.arange(0, NB)
+    on_diag = o_b[:, None, None, None] == o_b[None, :, None, None]
+    return tl.sum(tl.where(on_diag, tl.permute(tl.reshape(x, [NB, 16, NB, 16]), [0, 2, 1, 3]), 0.), axis=1)
+
+
+@triton.jit
 def _inv_unit_lower(x, m_strict, m_eye, BT: tl.constexpr, IPREC: tl.constexpr):
     # (I + L)^{-1} for strictly lower L, with BT a multiple of 16.  L = Ld + N with Ld
     # inside the 16 x 16 diagonal blocks and N below them.  D = I + Ld is inverted by
@@ -37,10 +46,8 @@ def _inv_unit_lower(x, m_strict, m_eye, BT: tl.constexpr, IPREC: tl.constexpr):
     o_t = tl.arange(0, BT)
     same = (o_t[:, None] // 16) == (o_t[None, :] // 16)
     b_l = tl.where(m_strict, x, 0.)
-    o_b = tl.arange(0, NB)
     o_r = tl.arange(0, 16)
-    on_diag = o_b[:, None, None, None] == o_b[None, :, None, None]
-    b_ld = tl.sum(tl.where(on_diag, tl.permute(tl.reshape(b_l, [NB, 16, NB, 16]), [0, 2, 1, 3]), 0.), axis=1)
+    b_ld = _diag_blocks(b_l, BT)
     b_y = tl.where((o_r[:, None] == o_r[None, :])[None, :, :], 1., 0.) + tl.zeros([NB, 16, 16], dtype=tl.float32)
     for j in range(1, 16):
         sel = (o_r == j)[None, :, None]
@@ -52,6 +59,13 @@ def _inv_unit_lower(x, m_strict, m_eye, BT: tl.constexpr, IPREC: tl.constexpr):
     for _ in tl.static_range(1, NB):      # Horner: I - M + M^2 - ... (M^NB = 0)
         b_inv = b_eye + tl.dot(b_m, b_inv, input_precision=IPREC)
     return tl.dot(b_inv, b_y, input_precision=IPREC)
+
+
+@triton.jit
+def _in_rebalanced_range(ea, eb):
+    # the rebalanced forms' shifted exponents all within +-64: factors at most e^64 (the
+    # products of two kept factors are <= 1; masked-out entries may overflow, discarded)
+    return (tl.max(tl.abs(ea)) <= 64.0) & (tl.max(tl.abs(eb)) <= 64.0)
 
 
 @triton.jit
@@ -112,9 +126,7 @@ def _masked_gated_dot(a, fa, b, fb, m_keep, m_mid, STRICT: tl.constexpr, GS: tl.
     # - blocked (_blocked_gated_dot): no exponent above 0 whatever the decay, but its
     #   entry-by-entry diagonal blocks ran 10-20x slower on the H200.
     # GS (TILING gate_products): 0 "rebalanced" always; 2 "blocks" always; 1 "stable":
-    # per chunk, the rebalanced form while every shifted exponent is within +-64 (factors
-    # at most e^64, products of two kept factors <= 1; masked-out entries may overflow and
-    # are discarded), the blocked form otherwise.
+    # per chunk, the rebalanced form while _in_rebalanced_range, the blocked form otherwise.
     mid = tl.sum(tl.where(m_mid, fa, 0.), axis=0, keep_dims=True)
     ea = fa - mid
     eb = fb + tl.trans(mid)
@@ -123,7 +135,7 @@ def _masked_gated_dot(a, fa, b, fb, m_keep, m_mid, STRICT: tl.constexpr, GS: tl.
     elif GS == 2:
         p = _blocked_gated_dot(a, fa, b, fb, STRICT, BT, DT2, CT2, PREC2)
     else:
-        if (tl.max(tl.abs(ea)) <= 64.0) & (tl.max(tl.abs(eb)) <= 64.0):
+        if _in_rebalanced_range(ea, eb):
             p = _rebalanced_gated_dot(a, ea, b, eb, DT2, CT2, PREC2)
         else:
             p = _blocked_gated_dot(a, fa, b, fb, STRICT, BT, DT2, CT2, PREC2)
@@ -131,12 +143,8 @@ def _masked_gated_dot(a, fa, b, fb, m_keep, m_mid, STRICT: tl.constexpr, GS: tl.
 
 
 @triton.jit
-def _diag_blocks(x, BT: tl.constexpr):
-    # the BT/16 diagonal 16 x 16 blocks of a BT x BT tile, [BT/16, 16, 16]
-    NB: tl.constexpr = BT // 16
-    o_b = tl.arange(0, NB)
-    on_diag = o_b[:, None, None, None] == o_b[None, :, None, None]
-    return tl.sum(tl.where(on_diag, tl.permute(tl.reshape(x, [NB, 16, NB, 16]), [0, 2, 1, 3]), 0.), axis=1)
+def _rebalanced_mix(xm, y, ef, eg, DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr):
+    return tl.exp(eg) * tl.dot(xm.to(DT2).to(CT2), (y * tl.exp(ef)).to(DT2).to(CT2), input_precision=PREC2)
 
 
 @triton.jit
@@ -220,12 +228,12 @@ def _masked_mix(x, y, f, g, KIND: tl.constexpr, m_mid, GS: tl.constexpr, BT: tl.
     eg = g - mid
     ef = f + mid
     if GS == 0:
-        p = tl.exp(eg) * tl.dot(xm.to(DT2).to(CT2), (y * tl.exp(ef)).to(DT2).to(CT2), input_precision=PREC2)
+        p = _rebalanced_mix(xm, y, ef, eg, DT2, CT2, PREC2)
     elif GS == 2:
         p = _blocked_mix(xm, y, f, g, KIND, BT, DT2, CT2, PREC2)
     else:
-        if (tl.max(tl.abs(eg)) <= 64.0) & (tl.max(tl.abs(ef)) <= 64.0):
-            p = tl.exp(eg) * tl.dot(xm.to(DT2).to(CT2), (y * tl.exp(ef)).to(DT2).to(CT2), input_precision=PREC2)
+        if _in_rebalanced_range(eg, ef):
+            p = _rebalanced_mix(xm, y, ef, eg, DT2, CT2, PREC2)
         else:
             p = _blocked_mix(xm, y, f, g, KIND, BT, DT2, CT2, PREC2)
     return p

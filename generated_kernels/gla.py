@@ -394,12 +394,12 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None):
                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
                                               num_warps=til["prep_warps"], num_stages=til["prep_stages"])
 
+    # the pointers of an unused initial or final state are v (never read or written)
+    h0 = initial_state if initial_state is not None else v
     NT = triton.cdiv(T, BT)
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-    h0 = initial_state if initial_state is not None else h
-    _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, Gamma, h, h0, h0, scale, T,
-                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
-                                              use_h0=int(initial_state is not None), store_ht=0,
+    _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, Gamma, h, h0, v, scale, T,
+                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, use_h0=int(initial_state is not None), store_ht=0,
                                               num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)

@@ -140,61 +140,45 @@ def test_odd_wide_heads(name):
 
 @pytest.mark.parametrize("name", ["gla", "kda"])
 @pytest.mark.parametrize("mode", ["rebalanced", "blocks"])
-def test_each_gate_product_form_matches_at_mild_decay(name, mode):
+def test_each_gate_product_form_matches_at_mild_decay(name, mode, monkeypatch):
     # the default ("stable") picks per chunk between the two exact forms, and at mild
     # decay always takes the rebalanced one: each is checked on its own here
     mod = importlib.import_module(f"generated_kernels.{name}")
-    old = mod.TILING["gate_products"]
-    mod.TILING["gate_products"] = mode
-    try:
-        eo, eh = _run(name, (1, 130, 1, 16, 24), 5, True, torch.float32, "cpu", "split")
-    finally:
-        mod.TILING["gate_products"] = old
+    monkeypatch.setitem(mod.TILING, "gate_products", mode)
+    eo, eh = _run(name, (1, 130, 1, 16, 24), 5, True, torch.float32, "cpu", "split")
     assert eo <= FP32_TOL and eh <= FP32_TOL, f"{name}: o {eo:.2e}, state {eh:.2e}"
 
 
-def test_unknown_gate_products_mode_is_refused():
+def test_unknown_gate_products_mode_is_refused(monkeypatch):
     mod = importlib.import_module("generated_kernels.gla")
     args, _, _ = make_inputs("gla", 1, 5, 1, 16, 16, seed=0)
-    old = mod.TILING["gate_products"]
-    mod.TILING["gate_products"] = "fast"
-    try:
-        with pytest.raises(ValueError, match="gate_products"):
-            kernel("gla")(*args)
-    finally:
-        mod.TILING["gate_products"] = old
+    monkeypatch.setitem(mod.TILING, "gate_products", "fast")
+    with pytest.raises(ValueError, match="gate_products"):
+        kernel("gla")(*args)
 
 
-def test_fp32_products_is_data():
+def test_fp32_products_is_data(monkeypatch):
     # "tf32x3" runs the same kernels (the interpreter multiplies it in fp32; its accuracy
     # is measured on the GPU); an unknown value is a clear error
     mod = importlib.import_module("generated_kernels.kda")
-    old = mod.TILING["fp32_products"]
-    try:
-        mod.TILING["fp32_products"] = "tf32x3"
-        eo, eh = _run("kda", (1, 70, 1, 16, 24), 2, True, torch.float32, "cpu", "split")
-        assert eo <= FP32_TOL and eh <= FP32_TOL
-        mod.TILING["fp32_products"] = "tf32"
-        args, _, _ = make_inputs("kda", 1, 5, 1, 16, 16, seed=0)
-        with pytest.raises(ValueError, match="fp32_products"):
-            kernel("kda")(*args)
-    finally:
-        mod.TILING["fp32_products"] = old
+    monkeypatch.setitem(mod.TILING, "fp32_products", "tf32x3")
+    eo, eh = _run("kda", (1, 70, 1, 16, 24), 2, True, torch.float32, "cpu", "split")
+    assert eo <= FP32_TOL and eh <= FP32_TOL
+    monkeypatch.setitem(mod.TILING, "fp32_products", "tf32")
+    args, _, _ = make_inputs("kda", 1, 5, 1, 16, 16, seed=0)
+    with pytest.raises(ValueError, match="fp32_products"):
+        kernel("kda")(*args)
 
 
 @pytest.mark.parametrize("name", ["gla", "dplr_delta_rule"])
-def test_tf32_mixed_keeps_computed_operands_out_of_bf16(name):
+def test_tf32_mixed_keeps_computed_operands_out_of_bf16(name, monkeypatch):
     # computed_dots="tf32_mixed" multiplies an input tile by a computed one without
     # rounding the computed one to bf16: on the CPU (bf16 rounding emulated, tf32 as
     # fp32) its output error on bf16 inputs is clearly below the default's
     mod = importlib.import_module(f"generated_kernels.{name}")
-    old = mod.TILING["computed_dots"]
     errs = {}
-    try:
-        for mode in ("tf32", "tf32_mixed"):
-            mod.TILING["computed_dots"] = mode
-            errs[mode] = sum(_run(name, (1, 130, 2, 32, 32), s, True, torch.bfloat16, "cpu", "split")[0]
-                             for s in range(2))
-    finally:
-        mod.TILING["computed_dots"] = old
+    for mode in ("tf32", "tf32_mixed"):
+        monkeypatch.setitem(mod.TILING, "computed_dots", mode)
+        errs[mode] = sum(_run(name, (1, 130, 2, 32, 32), s, True, torch.bfloat16, "cpu", "split")[0]
+                         for s in range(2))
     assert errs["tf32_mixed"] < 0.8 * errs["tf32"], errs

@@ -46,6 +46,22 @@ def gate_grad_scale(inputs, grads):
                for n in ("q", "k", "a", "b") if n in grads and inputs.get(n) is not None)
 
 
+def grad_errors(grads, want, inputs):
+    """{name: ||got - want|| / scale} for the kernels' gradients (the API's names; DPLR's
+    gk is the reference's g) against reference_grads' `want`.  The scale is the
+    reference's own norm, but at least 1e-3 of the largest reference gradient (a gradient
+    that is 0 in exact arithmetic, like the gate's at T = 1 without h0, cancels only to
+    rounding) and, for a log-gate gradient, at least gate_grad_scale."""
+    floor = 1e-3 * max(float(w.norm()) for w in want.values())
+    gfloor = max(floor, gate_grad_scale(inputs, want))
+    out = {}
+    for n, g in grads.items():
+        w = want[{"gk": "g"}.get(n, n)]
+        out[n] = float((g.detach().double().to(w.device) - w).norm()) / \
+            max(float(w.norm()), gfloor if n in ("g", "gk") else floor)
+    return out
+
+
 def reference_grads(name, inputs, do, dht, scale=None, initial_state=None):
     """Gradients of L = <dO, O> + <dS_T, S_T> through the fp64 recurrence, by autograd:
     the oracle of the backward kernels.  `inputs` maps q, k, v, g (and beta, or a, b) to
