@@ -59,23 +59,23 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # products ("ieee") stage their operands in shared memory at twice the bytes, and the
 # offline check put the fused scans at 229-475 KB (limit 227 KB) with 2 stages and V
 # blocks of 64; one stage and V blocks of 32 (16 when wide) keep them under it.
-# grad_*: the backward's per-chunk gradient kernel (V blocks of grad_BV; grad_groups splits
-# its gradients over several launches, each compiling only the math its gradients need:
-# the offline sm_90 compile put KDA's and DPLR's single kernel at 311 and 328 KB of shared
-# memory at V blocks of 64, over the H200's 227 KB).  grad_dots: computed_dots for the
-# gradient kernel alone (None: the same).  Offline (benchmarks/compile_check.py): KDA fits
-# at V blocks of 32 (176 KB); DPLR's gate gradient needs every tile of the others (278 KB
-# on its own at V blocks of 32 with tf32 products) and fits with bf16 ones (123 KB).
-# On the H200 (Triton 3.6) KDA's single kernel compiled and ran at V blocks of 64, while
-# V blocks of 32 (KDA, DPLR) ended in an illegal memory access (not reproduced under the
-# interpreter; not yet understood): both at 64 for now, DPLR with bf16 products.  Gated
-# DeltaNet's single kernel needed 288 KB on the H200 once the backward's stable forms
-# were printed (offline: 295 KB with tf32 products, 139 KB with bf16 ones): bf16 too,
-# not yet run on the GPU.  8 warps: offline, half the spills of 4 (GLA 13 -> 6 KB per
-# thread, DPLR's gate launch 50 -> 24 KB); the GPU ran the gradient kernels at 4 (7 ms
-# of GLA's and GDN's 8.7-9.8 ms forward + backward).  Not yet timed at 8.
+# grad_*: the backward's per-chunk gradient kernel: V blocks of grad_BV (several blocks
+# write fp32 partial sums that torch adds after the launch); grad_groups splits its
+# gradients over several launches, each compiling only the math its gradients need;
+# grad_dots: computed_dots for the gradient kernel alone (None: the same).  Measured on the
+# H200 at (4, 4096, 16, 128) bf16 (benchmarks/results/gpu_backward.md, the sweep of
+# benchmarks/sweeps/grad.txt): one V block of 128 beats two of 64 (GDN forward + backward
+# 7.79 -> 5.65 ms, GLA 7.44 -> 5.03: the V-independent work is not repeated and the partial
+# sums and their reduction go away); splitting into launches and 4 warps were slower
+# (GDN 9.73 and 8.30 ms, GLA 7.74 and 10.79, KDA 30.7 for three launches).  V blocks of
+# 32 end in an illegal memory access on the H200 (GDN, KDA, DPLR; not reproduced under the
+# interpreter, not yet understood).  bf16 products in the gradient kernel (grad_dots
+# "input") keep GDN's and DPLR's kernels within the 227 KB of shared memory, at a cost in
+# the gate gradient's bf16 error (GDN 2.6e-2 against FLA's 3.0e-3; KDA: 2.3e-2 with bf16
+# products, 5.0e-3 with tf32); see gpu_backward.md.  KDA and DPLR stay at V blocks of 64
+# (not yet timed at 128; offline, KDA's kernel at 128 had not finished compiling in 8 min).
 _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1,
-           "grad_BV": 64, "grad_warps": 8, "grad_stages": 1, "grad_groups": None, "grad_dots": None,
+           "grad_BV": 128, "grad_warps": 8, "grad_stages": 1, "grad_groups": None, "grad_dots": None,
            "out_warps": 4, "out_stages": 2, "computed_dots": "tf32", "inverse16": "tf32", "gate_products": "stable",
            "fp32_products": "ieee",
            "schedule": "split",
@@ -111,7 +111,7 @@ VARIANTS: List[Variant] = [
             "dplr.fla.O", "dplr.fla.S",
             _QKV + (Arg("a", "A", "k"), Arg("b", "B", "k"), Arg("gk", "Alpha", "gate_k")),
             "S_t = S_{t-1} (Diag(exp gk_t) + a_t b_t^T) + v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING, grad_dots="input", grad_groups=[["q", "k", "v"], ["a", "b"], ["gk"]]),
+            dict(_TILING, grad_BV=64, grad_dots="input", grad_groups=[["q", "k", "v"], ["a", "b"], ["gk"]]),
             dict(dS="dplr.fla.dS", dS_prev="dplr.fla.dS_prev",
                  grads=dict(q="dplr.fla.dQ", k="dplr.fla.dK", v="dplr.fla.dV", a="dplr.fla.da",
                             b="dplr.fla.db", gk="dplr.fla.dlogalpha"),
