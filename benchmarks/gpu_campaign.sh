@@ -2,7 +2,8 @@
 # One device call on a two-GPU machine (kind nvidia-h200-x2), everything bounded by DEADLINE
 # seconds so that the results are always packed:
 #   GPU 0 (timing, one process at a time): fwdbwd_vs_fla.py for each line of FWDBWD_SPEC
-#         ("variant tag [--fla] [KEY=VALUE ...]"; --fla: FLA side by side, else ours alone);
+#         ("variant tag [--fla] [@SECONDS] [KEY=VALUE ...]"; --fla: FLA side by side, else
+#         ours alone; @SECONDS: this line's time limit, else what is left);
 #   GPU 1 (no timing): the fuzz campaign, one process per variant (FUZZ_EXAMPLES per
 #         property, FUZZ_DTYPE), and `pytest -m gpu`, side by side.
 # Writes $OUT/results.tar (logs, tables, JSON) and $OUT/tcache.part* (Triton's cache and
@@ -34,10 +35,16 @@ export CUDA_VISIBLE_DEVICES=0     # GPU 0: timing, one process at a time
 while read -r variant tag rest; do
     case "$variant" in ''|'#'*) continue ;; esac
     args=(--variant "$variant" --tag "$tag" --json-dir "$R/fwdbwd" --fla-force)
-    fla=0
-    for kv in $rest; do if [ "$kv" = --fla ]; then fla=1; else args+=(--ours-set "$kv"); fi; done
+    fla=0; lim=$(( $(left) - 15 ))
+    for kv in $rest; do
+        case "$kv" in
+            --fla) fla=1 ;;
+            @*) [ "${kv#@}" -lt "$lim" ] && lim="${kv#@}" ;;
+            *) args+=(--ours-set "$kv") ;;
+        esac
+    done
     [ "$fla" = 1 ] || args+=(--no-fla)
-    lim=$(( $(left) - 15 )); [ "$lim" -gt 20 ] || break
+    [ "$lim" -gt 20 ] || break
     echo "== $variant [$tag] $rest (limit $lim s, at $((SECONDS - T0)) s)"
     timeout -k 10 "$lim" python3 benchmarks/fwdbwd_vs_fla.py "${args[@]}" 2>&1 | grep -v -i warn | grep '^\['
 done < "${FWDBWD_SPEC:-benchmarks/sweeps/final.txt}" 2>&1 | tee "$R/fwdbwd.log"
@@ -46,5 +53,5 @@ wait "$gpu1"
 echo "done at $((SECONDS - T0)) s"
 tail -n 3 "$R"/fuzz/*.log "$R/gpu_tests.log"
 tar -C "$OUT" -cf "$OUT/results.tar" r && rm -rf "$R"
-tar -C /tmp -cf - tcache | xz -T0 -3 | split -b 15M - "$OUT/tcache.part"
+tar -C /tmp -cf - tcache | xz -T0 -6 | split -b 15M - "$OUT/tcache.part"
 ls -la "$OUT"

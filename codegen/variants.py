@@ -72,7 +72,11 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # interpreter, not yet understood).  bf16 products in the gradient kernel (grad_dots
 # "input") keep GDN's and DPLR's kernels within the 227 KB of shared memory, at a cost in
 # the gate gradient's bf16 error (GDN 2.6e-2 against FLA's 3.0e-3; KDA: 2.3e-2 with bf16
-# products, 5.0e-3 with tf32); see gpu_backward.md.  KDA and DPLR stay at V blocks of 64
+# products, 5.0e-3 with tf32); see gpu_backward.md.  GLA, GDN and KDA multiply computed
+# tiles by input tiles in tf32 ("tf32_mixed"; on the CPU it cut GLA's bf16 errors of o
+# 6.3e-3 -> 3.3e-3, of the initial state's gradient 3.2e-3 -> 1e-7, of dg 1.9e-2 -> 4e-4);
+# their gradient kernels keep their own products, which the mixed form would push over
+# the shared memory (GLA: 262 KB offline).  KDA and DPLR stay at V blocks of 64
 # (not yet timed at 128; offline, KDA's kernel at 128 had not finished compiling in 8 min).
 _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1,
            "grad_BV": 128, "grad_warps": 8, "grad_stages": 1, "grad_groups": None, "grad_dots": None,
@@ -85,7 +89,8 @@ _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 
 VARIANTS: List[Variant] = [
     Variant("gla", "chunk_gla", "gla", "gla_chunk", "gla.O", "gla.S_C",
             _QKV + (Arg("g", "Alpha", "gate_k"),),
-            "S_t = S_{t-1} Diag(exp g_t) + v_t k_t^T,  o_t = S_t q_t", dict(_TILING),
+            "S_t = S_{t-1} Diag(exp g_t) + v_t k_t^T,  o_t = S_t q_t",
+            dict(_TILING, computed_dots="tf32_mixed", grad_dots="tf32"),
             dict(dS="gla.dS", dS_prev="gla.bwd.dS_prev",
                  grads=dict(q="gla.dQ", k="gla.dK", v="gla.dV", g="gla.bwd.dlogalpha"),
                  inner=["gla.dQl", "gla.dKr"])),
@@ -93,16 +98,16 @@ VARIANTS: List[Variant] = [
             "gdn.bwd.fwd_O", "gdn.bwd.fwd_S",
             _QKV + (Arg("g", "Alpha", "gate_h"), Arg("beta", "Beta", "head")),
             "S_t = S_{t-1} exp(g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING, grad_dots="input"),
+            dict(_TILING, computed_dots="tf32_mixed", grad_dots="input"),
             dict(dS="gdn.bwd.dS_rec", dS_prev="gdn.bwd.dS_prev",
-                 grads=dict(q="gdn.bwd.dQ", k="gdn.bwd.dK", v="gdn.bwd.dV", g="gdn.bwd.dlogalpha",
+                 grads=dict(q="gdn.bwd.dQ", k="gdn.bwd.dK", v="gdn.bwd.dV", g="gdn.bwd.dlogalpha_pairs",
                             beta="gdn.bwd.dbeta"),
                  inner=["gdn.bwd.dVnew", "gdn.bwd.dU", "gdn.bwd.dW", "gdn.bwd.dQl", "gdn.bwd.dA",
                         "gdn.bwd.dX", "gdn.bwd.dKl", "gdn.bwd.dKr"])),
     Variant("kda", "chunk_kda", "kda", "kda_chunk", "kda.O", "kda.S",
             _QKV + (Arg("g", "Alpha", "gate_k"), Arg("beta", "Beta", "head")),
             "S_t = S_{t-1} Diag(exp g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING, grad_BV=64),
+            dict(_TILING, grad_BV=64, computed_dots="tf32_mixed", grad_dots="tf32"),
             dict(dS="kda.dS", dS_prev="kda.bwd.dS_prev",
                  grads=dict(q="kda.dQ", k="kda.dK", v="kda.dV", g="kda.dlogAlpha", beta="kda.dBeta"),
                  inner=["kda.dU", "kda.dVnew", "kda.dW", "kda.dQl", "kda.dAt", "kda.dXt", "kda.dKl",

@@ -580,4 +580,24 @@ bwd("identity", "dlogalpha", adj(Al) * Al, RevCumSum(DLOGGAMMA),
 bwd("adjoint", "dalpha", adj(Al), RevCumSum(DLOGGAMMA) / Al,
     "dalpha = suffix sums of dlog gamma, divided by alpha (checked against the recurrence)")
 
+# The same gradient, grouped for rounding (what the kernel prints).  Expanding
+# rowsum(dQ . Q), rowsum(d<-K . <-K) and rowsum(d->K . ->K) pairs the intra-chunk terms:
+# each (i, j) entry of P = (dO V_new^T . M) . (<-Q ->K^T) + (Diag(beta) dX~ . M_{-1}) . (<-K ->K^T)
+# adds to row i and subtracts from row j, so in the suffix sums every pair with both ends
+# past a row cancels exactly, also in floating point (the dlogGamma form computes the two
+# ends through differently rounded products: bf16 gate gradients 9x FLA's error on the
+# H200).  The state term E = gamma^C rowsum(V_new dS . ->K) is subtracted per row and its
+# sum added to the last row (<S, dS> = gamma^C <S_[t-1], dS> + 1^T E), as FLA groups it.
+ONES_C = Ones("C", "1")
+PAIRS = tril(dO_ @ Vnew.T) * tril(Ql @ Kr.T) + M1(diag(Be) @ adj(Xt)) * M1(Kl @ Kr.T)
+E_STATE = (Vnew @ dS * Scale(gC, Kr)) @ Ones("Dk", "1")     # gamma^C on ->K: exp(g^C - g_i) <= 1
+DLOGGAMMA_PAIRS = (((dO_ @ S_PREV) * Ql + (diag(Be) @ At.T @ adj(Wl)) * Kl) @ Ones("Dk", "1") - E_STATE
+                   + PAIRS @ ONES_C - PAIRS.T @ ONES_C
+                   + PlaceLast(Scale(gC, Inner(S_PREV, dS)) + ONES_C.T @ E_STATE))
+bwd("identity", "dlogGamma_pairs", adj(Gamma) * Gamma, DLOGGAMMA_PAIRS,
+    "dlog gamma = rowsum(dO S . <-Q + Diag(beta) A~^T d<-W . <-K) - E + P 1 - P^T 1"
+    " + [0, ..., gamma^C <S_[t-1], dS> + 1^T E]^T,  P the intra-chunk pairs, E the state term")
+bwd("identity", "dlogalpha_pairs", adj(Al) * Al, RevCumSum(DLOGGAMMA_PAIRS),
+    "dlog alpha = suffix sums of the paired dlog gamma within the chunk")
+
 DERIVATION = D
