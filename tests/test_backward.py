@@ -51,7 +51,7 @@ def test_reverse_scan_is_printed_from_its_claim():
 
 REF = {"q": "q", "k": "k", "v": "v", "g": "g", "gk": "g", "beta": "beta", "a": "a", "b": "b",
        "initial_state": "initial_state"}
-# V = 40 is two V blocks at the fp32 BV of 32: the gradient kernel's per-block partial sums
+# V = 40: one gradient-kernel V block at the default grad_BV; test_v_blocked_gradients splits it
 GRAD_BUCKETS = [(1, 1, 1, 16, 16), (1, 37, 2, 16, 32), (2, 64, 1, 32, 16), (1, 130, 1, 16, 24), (1, 70, 1, 16, 40)]
 
 
@@ -172,3 +172,27 @@ def test_gradients_odd_wide_heads_and_fp16(name):
         assert g.dtype == (torch.float32 if n == "initial_state" else dict(zip(
             [a for a, _ in module(name).ARGS], args))[n].dtype)
         assert rel_rms(g, want[REF[n]]) <= 5e-3, f"{name} fp16 d{n}"
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_v_blocked_gradients(name, monkeypatch):
+    # three V blocks of 16 (V = 40): every gradient that sums over V is written per block
+    # to an fp32 partial buffer and the blocks are added after the launch
+    monkeypatch.setitem(module(name).TILING, "grad_BV", 16)
+    _check_grads(name, (1, 70, 1, 16, 40), 6, True, True)
+
+
+def test_gated_deltanet_gate_gradient_rounding_bf16():
+    # gdn.bwd.dlogalpha_pairs forms each intra-chunk pair once, so the suffix sums cancel it
+    # exactly; printed from gdn.bwd.dlogalpha (the same gradient grouped by dQ, dK) the
+    # bf16 error of this example was 3.1e-2, with the pairs 6.2e-3 (README, "Rounding in
+    # the gate gradient").  bf16 products in the gradient kernel, as on the GPU
+    B, T, H, K, V = 1, 128, 2, 128, 64
+    args, ref, state = make_inputs("gated_delta_rule", B, T, H, K, V, seed=0, h0=True, dtype=torch.bfloat16)
+    gen_ = torch.Generator().manual_seed(1)
+    do, dht = torch.randn(B, T, H, V, generator=gen_).bfloat16(), torch.randn(B, H, K, V, generator=gen_)
+    got = module("gated_delta_rule")._backward(*args, do, dht, K ** -0.5, initial_state=state)
+    want = reference_grads("gated_delta_rule", ref, do, dht, initial_state=state)
+    assert module("gated_delta_rule").TILING["grad_dots"] == "input"
+    err = rel_rms(got["g"], want["g"])
+    assert err <= 1.2e-2, f"gated_delta_rule bf16 d g rel RMS {err:.2e}"
