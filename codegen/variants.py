@@ -71,15 +71,22 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # 32 end in an illegal memory access on the H200 (GDN, KDA, DPLR; not reproduced under the
 # interpreter, not yet understood).  bf16 products in the gradient kernel (grad_dots
 # "input") keep GDN's and DPLR's kernels within the 227 KB of shared memory, at a cost in
-# the gate gradient's bf16 error (GDN 2.6e-2 against FLA's 3.0e-3; KDA: 2.3e-2 with bf16
-# products, 5.0e-3 with tf32); see gpu_backward.md.  GLA, GDN and KDA multiply computed
-# tiles by input tiles in tf32 ("tf32_mixed"; on the CPU it cut GLA's bf16 errors of o
-# 6.3e-3 -> 3.3e-3, of the initial state's gradient 3.2e-3 -> 1e-7, of dg 1.9e-2 -> 4e-4);
-# their gradient kernels keep their own products, which the mixed form would push over
-# the shared memory (GLA: 262 KB offline).  KDA and DPLR stay at V blocks of 64
+# the gate gradient's bf16 error unless its claim pairs the terms that cancel (GDN: 2.6e-2
+# printed from gdn.bwd.dlogalpha, 2.2e-3 from gdn.bwd.dlogalpha_pairs, FLA 3.0e-3; KDA:
+# 2.3e-2 with bf16 products, 5.0e-3 with tf32); see gpu_backward.md.  The paired claim
+# costs GDN's gradient kernel 3.54 -> 4.80 ms.  computed_dots "tf32_mixed" (a computed tile
+# times an input tile in tf32, not bf16), measured on the H200 (gpu_backward.md), bf16 rel
+# RMS against FLA's on the same inputs: GLA forward 0.73 -> 1.02 ms (FLA 0.72), o 2.47e-3
+# -> 2.00e-3 (FLA 2.36e-3), d initial_state 1.6e-3 -> 4.2e-4 (FLA 2.3e-3): default.  KDA
+# forward 1.45 -> 1.76 ms (FLA 0.94), o 2.7e-3 -> 2.6e-3 (FLA 3.2e-3), d initial_state
+# 1.7e-3 -> 4.4e-4: default.  Gated DeltaNet forward 0.83 -> 1.13 ms (FLA 0.56: over 2x),
+# so only its reverse scan takes it (dstate_dots: d initial_state 1.7e-3 -> 4.3e-4, FLA
+# 4.7e-4; the scan 0.68 -> 1.33 ms).  The gradient kernels keep their own products: the
+# mixed form would push them over the shared memory (GLA: 262 KB offline).  KDA and DPLR stay at V blocks of 64
 # (not yet timed at 128; offline, KDA's kernel at 128 had not finished compiling in 8 min).
 _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1,
            "grad_BV": 128, "grad_warps": 8, "grad_stages": 1, "grad_groups": None, "grad_dots": None,
+           "dstate_dots": None,
            "out_warps": 4, "out_stages": 2, "computed_dots": "tf32", "inverse16": "tf32", "gate_products": "stable",
            "fp32_products": "ieee",
            "schedule": "split",
@@ -98,7 +105,7 @@ VARIANTS: List[Variant] = [
             "gdn.bwd.fwd_O", "gdn.bwd.fwd_S",
             _QKV + (Arg("g", "Alpha", "gate_h"), Arg("beta", "Beta", "head")),
             "S_t = S_{t-1} exp(g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING, computed_dots="tf32_mixed", grad_dots="input"),
+            dict(_TILING, dstate_dots="tf32_mixed", grad_dots="input"),
             dict(dS="gdn.bwd.dS_rec", dS_prev="gdn.bwd.dS_prev",
                  grads=dict(q="gdn.bwd.dQ", k="gdn.bwd.dK", v="gdn.bwd.dV", g="gdn.bwd.dlogalpha_pairs",
                             beta="gdn.bwd.dbeta"),

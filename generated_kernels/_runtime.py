@@ -383,6 +383,28 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state):
     return tuple(t.contiguous() for t in tensors), float(scale), initial_state
 
 
+def explains_resources(func, stage):
+    """Decorates _forward / _backward: a kernel that needs more shared memory (or
+    registers) than the GPU has raises an error naming the function, the stage, the
+    dtype and head sizes, and the TILING entries that size the kernels, instead of
+    Triton's bare OutOfResources from inside a launch."""
+    from triton.runtime.errors import OutOfResources
+
+    def wrap(fn):
+        def run(q, k, v, *args, **kwargs):
+            try:
+                return fn(q, k, v, *args, **kwargs)
+            except OutOfResources as e:
+                raise RuntimeError(
+                    f"{func} ({stage}, {str(q.dtype).replace('torch.', '')}, K={q.shape[-1]}, V={v.shape[-1]}): "
+                    f"a generated kernel needs {e.required} of {e.name}, over this GPU's {e.limit}; "
+                    f"smaller blocks (TILING BT, BV, grad_BV), grad_groups or 16-bit products "
+                    f"(computed_dots / grad_dots \"input\") in {fn.__module__}.TILING size it") from e
+        run.__name__, run.__doc__, run.__wrapped__ = fn.__name__, fn.__doc__, fn
+        return run
+    return wrap
+
+
 def needs_grad(tensors, initial_state):
     if not torch.is_grad_enabled():
         return False

@@ -9,9 +9,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, dot_types, effective_tiling, gate_products, grad_launches, needs_grad, refuse_grad  # noqa: F401
+from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, dot_types, effective_tiling, explains_resources, gate_products, grad_launches, needs_grad, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 128, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'input', 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 128, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'input', 'dstate_dots': 'tf32_mixed', 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_h'), ('beta', 'head'))
 
 
@@ -372,6 +372,7 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_Wl, in_U, h, dh, d_q, d_k, d_v
 
 
 
+@explains_resources("chunk_gated_delta_rule", "forward")
 def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=None):
     B, T, H, K = q.shape
     V = v.shape[-1]
@@ -429,14 +430,19 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None):
     NT = triton.cdiv(T, BT)
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
+    # the reverse scan's products: TILING dstate_dots (None: computed_dots); its last value is
+    # the initial state's gradient
+    rtypes = dict(types, **dot_types(q.dtype, q.device, til.get("dstate_dots") or til["computed_dots"],
+                                     til["inverse16"], til["fp32_products"]))
     _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, Wl, dh, dht if dht is not None else dh0, dh0, scale, T,
-                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes,
                                                use_dht=int(dht is not None),
                                                num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     return dh, dh0
 
 
 
+@explains_resources("chunk_gated_delta_rule", "backward")
 def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=None):
     """Every argument's gradient and the initial state's, for L = <do, o> + <dht, final
     state> (dht may be None): the forward state scan (h), the reverse scan (dh) and the
@@ -463,8 +469,12 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
                                               num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
+    # the reverse scan's products: TILING dstate_dots (None: computed_dots); its last value is
+    # the initial state's gradient
+    rtypes = dict(types, **dot_types(q.dtype, q.device, til.get("dstate_dots") or til["computed_dots"],
+                                     til["inverse16"], til["fp32_products"]))
     _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, Wl, dh, dht if dht is not None else dh0, dh0, scale, T,
-                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes,
                                                use_dht=int(dht is not None),
                                                num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     BVG = min(til.get("grad_BV", BV), BV_full)

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import generated_kernels as G
-from verify.fuzz.cases import make_inputs
+from verify.fuzz.cases import make_inputs, module
 
 
 def _gla(**over):
@@ -104,3 +104,22 @@ def test_gradient_launch_groups_are_checked():
     assert grad_launches({"grad_groups": [["q", "k"], ["v", "g"]]}, spec) == [3, 12]
     with pytest.raises(ValueError, match=r"grad_groups.*must cover each of \['q', 'k', 'v', 'g'\] once"):
         grad_launches({"grad_groups": [["q", "k"], ["v"]]}, spec)
+
+
+def test_out_of_resources_names_the_function_and_the_knobs(monkeypatch):
+    # a kernel over the GPU's shared memory (seen on the H200: Gated DeltaNet's fp32
+    # gradient kernel) is reported with the function, stage, dtype, head sizes and the
+    # TILING entries that size it, not as Triton's bare OutOfResources
+    from triton.runtime.errors import OutOfResources
+
+    class TooBig:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                raise OutOfResources(278528, 232448, "shared memory")
+            return launch
+    m = module("gated_delta_rule")
+    monkeypatch.setattr(m, "_intra_kernel", TooBig())
+    args, _, _ = make_inputs("gated_delta_rule", 1, 8, 1, 16, 32, seed=0)
+    with pytest.raises(RuntimeError, match=r"chunk_gated_delta_rule \(forward, float32, K=16, V=32\).*"
+                                           r"278528 of shared memory.*232448.*grad_BV.*gated_delta_rule\.TILING"):
+        m.chunk_gated_delta_rule(*args)
