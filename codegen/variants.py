@@ -84,6 +84,12 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # 4.7e-4; the scan 0.68 -> 1.33 ms).  The gradient kernels keep their own products: the
 # mixed form would push them over the shared memory (GLA: 262 KB offline).  KDA and DPLR stay at V blocks of 64
 # (not yet timed at 128; offline, KDA's kernel at 128 had not finished compiling in 8 min).
+# fp32 inputs on the H200: Gated DeltaNet's gradient kernel needed 278 KB of shared memory
+# at chunks of 64 (pytest -m gpu: OutOfResources; offline 246 / 238 KB even in two
+# launches), 156 KB at chunks of 32: the delta-rule variants take chunks of 32 for fp32
+# (fp32 products are FMA loops; speed is not what fp32 inputs are for).  KDA's and DPLR's
+# fp32 backward has not been run on the GPU.
+_FP32_DELTA = {"BT": 32}
 _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1,
            "grad_BV": 128, "grad_warps": 8, "grad_stages": 1, "grad_groups": None, "grad_dots": None,
            "dstate_dots": None,
@@ -105,7 +111,7 @@ VARIANTS: List[Variant] = [
             "gdn.bwd.fwd_O", "gdn.bwd.fwd_S",
             _QKV + (Arg("g", "Alpha", "gate_h"), Arg("beta", "Beta", "head")),
             "S_t = S_{t-1} exp(g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING, dstate_dots="tf32_mixed", grad_dots="input"),
+            dict(_TILING, dstate_dots="tf32_mixed", grad_dots="input", fp32=dict(_TILING["fp32"], **_FP32_DELTA)),
             dict(dS="gdn.bwd.dS_rec", dS_prev="gdn.bwd.dS_prev",
                  grads=dict(q="gdn.bwd.dQ", k="gdn.bwd.dK", v="gdn.bwd.dV", g="gdn.bwd.dlogalpha_pairs",
                             beta="gdn.bwd.dbeta"),
@@ -114,7 +120,8 @@ VARIANTS: List[Variant] = [
     Variant("kda", "chunk_kda", "kda", "kda_chunk", "kda.O", "kda.S",
             _QKV + (Arg("g", "Alpha", "gate_k"), Arg("beta", "Beta", "head")),
             "S_t = S_{t-1} Diag(exp g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING, grad_BV=64, computed_dots="tf32_mixed", grad_dots="tf32"),
+            dict(_TILING, grad_BV=64, computed_dots="tf32_mixed", grad_dots="tf32",
+                 fp32=dict(_TILING["fp32"], **_FP32_DELTA)),
             dict(dS="kda.dS", dS_prev="kda.bwd.dS_prev",
                  grads=dict(q="kda.dQ", k="kda.dK", v="kda.dV", g="kda.dlogAlpha", beta="kda.dBeta"),
                  inner=["kda.dU", "kda.dVnew", "kda.dW", "kda.dQl", "kda.dAt", "kda.dXt", "kda.dKl",
@@ -123,7 +130,8 @@ VARIANTS: List[Variant] = [
             "dplr.fla.O", "dplr.fla.S",
             _QKV + (Arg("a", "A", "k"), Arg("b", "B", "k"), Arg("gk", "Alpha", "gate_k")),
             "S_t = S_{t-1} (Diag(exp gk_t) + a_t b_t^T) + v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING, grad_BV=64, grad_dots="input", grad_groups=[["q", "k", "v"], ["a", "b"], ["gk"]]),
+            dict(_TILING, grad_BV=64, grad_dots="input", grad_groups=[["q", "k", "v"], ["a", "b"], ["gk"]],
+                 fp32=dict(_TILING["fp32"], **_FP32_DELTA)),
             dict(dS="dplr.fla.dS", dS_prev="dplr.fla.dS_prev",
                  grads=dict(q="dplr.fla.dQ", k="dplr.fla.dK", v="dplr.fla.dV", a="dplr.fla.da",
                             b="dplr.fla.db", gk="dplr.fla.dlogalpha"),
