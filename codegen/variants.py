@@ -84,9 +84,9 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # 4.7e-4; the scan 0.68 -> 1.33 ms).  The gradient kernels keep their own products: the
 # mixed form would push them over the shared memory (GLA: 262 KB offline).  KDA and DPLR stay at V blocks of 64
 # (not yet timed at 128; offline, KDA's kernel at 128 had not finished compiling in 8 min).
-# fp32 inputs on the H200: Gated DeltaNet's gradient kernel needed 278 KB of shared memory
-# at chunks of 64 (pytest -m gpu: OutOfResources; offline 246 / 238 KB even in two
-# launches), 156 KB at chunks of 32: the delta-rule variants take chunks of 32 for fp32
+# fp32 inputs: `pytest -m gpu` failed on Gated DeltaNet's fp32 example (the log was cut
+# before the details); offline its gradient kernel needs 278 KB of shared memory at chunks
+# of 64, over the H200's 227 KB (246 / 238 KB even in two launches), 156 KB at chunks of 32: the delta-rule variants take chunks of 32 for fp32
 # (fp32 products are FMA loops; speed is not what fp32 inputs are for).  KDA's and DPLR's
 # fp32 backward has not been run on the GPU.
 _FP32_DELTA = {"BT": 32}
