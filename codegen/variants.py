@@ -74,7 +74,10 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # the gate gradient's bf16 error unless its claim pairs the terms that cancel (GDN: 2.6e-2
 # printed from gdn.bwd.dlogalpha, 2.2e-3 from gdn.bwd.dlogalpha_pairs, FLA 3.0e-3; KDA:
 # 2.3e-2 with bf16 products, 5.0e-3 with tf32); see gpu_backward.md.  The paired claim
-# costs GDN's gradient kernel 3.54 -> 4.80 ms.  computed_dots "tf32_mixed" (a computed tile
+# costs GDN's gradient kernel 3.54 -> 4.80 ms.  GLA and DPLR print their gate gradients from
+# claims that group the state term the same way (gla.bwd.dlogalpha_grouped,
+# dplr.fla.dlogalpha.grouped; CPU bf16 emulation: GLA 2.8e-2 -> 4.9e-3, DPLR 3.2e-2 ->
+# 1.7e-2; not yet run on the GPU).  computed_dots "tf32_mixed" (a computed tile
 # times an input tile in tf32, not bf16), measured on the H200 (gpu_backward.md), bf16 rel
 # RMS against FLA's on the same inputs: GLA forward 0.73 -> 1.02 ms (FLA 0.72), o 2.47e-3
 # -> 2.00e-3 (FLA 2.36e-3), d initial_state 1.6e-3 -> 4.2e-4 (FLA 2.3e-3): default.  KDA
@@ -105,7 +108,7 @@ VARIANTS: List[Variant] = [
             "S_t = S_{t-1} Diag(exp g_t) + v_t k_t^T,  o_t = S_t q_t",
             dict(_TILING, computed_dots="tf32_mixed", grad_dots="tf32"),
             dict(dS="gla.dS", dS_prev="gla.bwd.dS_prev",
-                 grads=dict(q="gla.dQ", k="gla.dK", v="gla.dV", g="gla.bwd.dlogalpha"),
+                 grads=dict(q="gla.dQ", k="gla.dK", v="gla.dV", g="gla.bwd.dlogalpha_grouped"),
                  inner=["gla.dQl", "gla.dKr"])),
     Variant("gated_delta_rule", "chunk_gated_delta_rule", "gated_deltanet", "gdn_chunk_kda",
             "gdn.bwd.fwd_O", "gdn.bwd.fwd_S",
@@ -134,7 +137,7 @@ VARIANTS: List[Variant] = [
                  fp32=dict(_TILING["fp32"], **_FP32_DELTA)),
             dict(dS="dplr.fla.dS", dS_prev="dplr.fla.dS_prev",
                  grads=dict(q="dplr.fla.dQ", k="dplr.fla.dK", v="dplr.fla.dV", a="dplr.fla.da",
-                            b="dplr.fla.db", gk="dplr.fla.dlogalpha"),
+                            b="dplr.fla.db", gk="dplr.fla.dlogalpha.grouped"),
                  inner=["dplr.fla." + n for n in ("dV2", "dC", "dV1", "dW", "dE", "dF", "dQl", "dBl",
                                                   "dKr", "dAr")])),
 ]

@@ -610,3 +610,12 @@ fla_adj("dlogalpha", adj(Al) * Al,
         RevCumSum(FLA_DLOG_GAMMA - adj(A) * A) + (RevCumSum(adj(A) * A) - adj(A) * A),
         "delta log alpha (the kernels' gate gradient) = suffix sums of delta log Gamma - da.a, "
         "with da.a summed apart", kind="identity")
+# grouped for rounding as well: diag(S^T dS) = gamma^C . diag(S_[t-1]^T dS) + 1^T (E1 + E2),
+# E1 = (V1 dS) . (->K Diag(gamma^C)) and E2 = (V2 dS) . (->A Diag(gamma^C)) the state parts of
+# dK . K and db . b, so the last row adds back exactly what the rows subtract
+E_STATE = (V1 @ adj(S)) * (Kr @ diag(gC)) + (V2 @ adj(S)) * (Ar @ diag(gC))
+FLA_DLOG_GAMMA_G = (adj(Q) * Q - adj(K) * K - adj(B) * B + adj(A) * A
+                    + PlaceLast(DiagV(S_PREV.T @ adj(S)) * gC + E_STATE.T @ Ones("C", "1")))
+fla_adj("dlogalpha.grouped", adj(Al) * Al,
+        RevCumSum(FLA_DLOG_GAMMA_G - adj(A) * A) + (RevCumSum(adj(A) * A) - adj(A) * A),
+        "delta log alpha, the state term of diag(S^T dS) grouped with the rows' state parts", kind="identity")

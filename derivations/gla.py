@@ -408,5 +408,14 @@ nb.identity("gla.bwd.dlogalpha", 0, "", adj(A) * A,
             ir.RevCumSum(adj(Q) * Q - adj(K) * K + ir.PlaceLast(ir.DiagV(S.T @ adj(S)))), "gla_chunk",
             what="derived: delta log alpha = suffix sums of (dQ.Q - dK.K + [0, ..., diag(S^T dS)]), "
                  "S = S_[t]^C")
+# The same gradient grouped for rounding (what the kernel prints): diag(S^T dS) =
+# gamma^C . diag(S_[t-1]^T dS) + 1^T E with E = (V dS) . (->K Diag(gamma^C)), the state part
+# of dK . K, so the last row adds back exactly the E that the rows subtract (FLA groups it so).
+E_STATE = (V @ adj(S)) * (Kr @ diag(gC))
+nb.identity("gla.bwd.dlogalpha_grouped", 0, "", adj(A) * A,
+            ir.RevCumSum(adj(Q) * Q - adj(K) * K + ir.PlaceLast(
+                ir.DiagV(S_PREV.T @ adj(S)) * gC + E_STATE.T @ ir.Ones("C", "1"))), "gla_chunk",
+            what="derived: delta log alpha = suffix sums of (dQ.Q - dK.K + [0, ..., gamma^C diag(S_[t-1]^T dS)"
+                 " + 1^T E]), E = (V dS) . (->K Diag(gamma^C))")
 
 DERIVATION = D

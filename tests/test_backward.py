@@ -184,17 +184,22 @@ def test_v_blocked_gradients(name, monkeypatch):
     _check_grads(name, (1, 70, 1, 16, 40), 6, True, True)
 
 
-def test_gated_deltanet_gate_gradient_rounding_bf16():
-    # gdn.bwd.dlogalpha_pairs forms each intra-chunk pair once, so the suffix sums cancel it
-    # exactly; printed from gdn.bwd.dlogalpha (the same gradient grouped by dQ, dK) the
-    # bf16 error of this example was 3.1e-2, with the pairs 6.2e-3 (README, "Rounding in
-    # the gate gradient").  bf16 products in the gradient kernel, as on the GPU
+@pytest.mark.parametrize("name,bound", [("gated_delta_rule", 1.2e-2), ("gla", 1.2e-2), ("dplr_delta_rule", 2.4e-2)])
+def test_gate_gradient_rounding_bf16(name, bound):
+    # the gate gradients are printed from claims grouped for rounding: terms that cancel
+    # in the suffix sums are formed once (README, "Rounding in the gate gradient").  This
+    # example's bf16 error, printed from the dQ/dK grouping (gdn.bwd.dlogalpha,
+    # gla.bwd.dlogalpha) / the grouped claims (gdn.bwd.dlogalpha_pairs,
+    # gla.bwd.dlogalpha_grouped, dplr.fla.dlogalpha.grouped): Gated DeltaNet 3.1e-2 /
+    # 6.2e-3, GLA 2.8e-2 / 4.9e-3, DPLR 3.2e-2 / 1.7e-2.  The gradient kernels' own
+    # products, as on the GPU (bf16 for GDN and DPLR, tf32 for GLA)
     B, T, H, K, V = 1, 128, 2, 128, 64
-    args, ref, state = make_inputs("gated_delta_rule", B, T, H, K, V, seed=0, h0=True, dtype=torch.bfloat16)
+    args, ref, state = make_inputs(name, B, T, H, K, V, seed=0, h0=True, dtype=torch.bfloat16)
     gen_ = torch.Generator().manual_seed(1)
     do, dht = torch.randn(B, T, H, V, generator=gen_).bfloat16(), torch.randn(B, H, K, V, generator=gen_)
-    got = module("gated_delta_rule")._backward(*args, do, dht, K ** -0.5, initial_state=state)
-    want = reference_grads("gated_delta_rule", ref, do, dht, initial_state=state)
-    assert module("gated_delta_rule").TILING["grad_dots"] == "input"
-    err = rel_rms(got["g"], want["g"])
-    assert err <= 1.2e-2, f"gated_delta_rule bf16 d g rel RMS {err:.2e}"
+    got = module(name)._backward(*args, do, dht, K ** -0.5, initial_state=state)
+    want = reference_grads(name, ref, do, dht, initial_state=state)
+    assert module(name).TILING["grad_dots"] == {"gated_delta_rule": "input", "gla": "tf32",
+                                                 "dplr_delta_rule": "input"}[name]
+    err = rel_rms(got["gk" if name == "dplr_delta_rule" else "g"], want["g"])
+    assert err <= bound, f"{name} bf16 d gate rel RMS {err:.2e}"
