@@ -159,17 +159,23 @@ def test_incoming_gradients_are_checked():
         o.backward(torch.zeros(1, 5, 2, 16))
 
 
+def _grads_16bit(name, bucket, seed, dtype):
+    """(inputs, the generated backward's gradients, autograd's of the fp64 recurrence) for
+    16-bit inputs with an initial state and random cotangents (seed + 1)."""
+    B, T, H, K, V = bucket
+    args, ref, state = make_inputs(name, *bucket, seed=seed, h0=True, dtype=dtype)
+    gen_ = torch.Generator().manual_seed(seed + 1)
+    do, dht = torch.randn(B, T, H, V, generator=gen_).to(dtype), torch.randn(B, H, K, V, generator=gen_)
+    got = module(name)._backward(*args, do, dht, K ** -0.5, initial_state=state)
+    return args, got, reference_grads(name, ref, do, dht, initial_state=state)
+
+
 @pytest.mark.parametrize("name", VARIANTS)
 def test_gradients_odd_wide_heads_and_fp16(name):
     # K and V not powers of two, V over 128 (several V blocks of the gradient kernel);
     # fp16 inputs (tf32 products) with a loose bound
     _check_grads(name, (1, 70, 1, 100, 200), 3, True, True)
-    B, T, H, K, V = 1, 70, 2, 32, 48
-    args, ref, state = make_inputs(name, B, T, H, K, V, seed=3, h0=True, dtype=torch.float16)
-    gen_ = torch.Generator().manual_seed(4)
-    do, dht = torch.randn(B, T, H, V, generator=gen_).half(), torch.randn(B, H, K, V, generator=gen_)
-    got = module(name)._backward(*args, do, dht, K ** -0.5, initial_state=state)
-    want = reference_grads(name, ref, do, dht, initial_state=state)
+    args, got, want = _grads_16bit(name, (1, 70, 2, 32, 48), 3, torch.float16)
     for n, g in got.items():
         assert g.dtype == (torch.float32 if n == "initial_state" else dict(zip(
             [a for a, _ in module(name).ARGS], args))[n].dtype)
@@ -193,12 +199,7 @@ def test_gate_gradient_rounding_bf16(name, bound):
     # gla.bwd.dlogalpha_grouped, dplr.fla.dlogalpha.grouped): Gated DeltaNet 3.1e-2 /
     # 6.2e-3, GLA 2.8e-2 / 4.9e-3, DPLR 3.2e-2 / 1.7e-2.  The gradient kernels' own
     # products, as on the GPU (bf16 for GDN and DPLR, tf32 for GLA)
-    B, T, H, K, V = 1, 128, 2, 128, 64
-    args, ref, state = make_inputs(name, B, T, H, K, V, seed=0, h0=True, dtype=torch.bfloat16)
-    gen_ = torch.Generator().manual_seed(1)
-    do, dht = torch.randn(B, T, H, V, generator=gen_).bfloat16(), torch.randn(B, H, K, V, generator=gen_)
-    got = module(name)._backward(*args, do, dht, K ** -0.5, initial_state=state)
-    want = reference_grads(name, ref, do, dht, initial_state=state)
+    _, got, want = _grads_16bit(name, (1, 128, 2, 128, 64), 0, torch.bfloat16)
     assert module(name).TILING["grad_dots"] == {"gated_delta_rule": "input", "gla": "tf32",
                                                  "dplr_delta_rule": "input"}[name]
     err = rel_rms(got["gk" if name == "dplr_delta_rule" else "g"], want["g"])
