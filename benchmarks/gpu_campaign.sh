@@ -26,7 +26,7 @@ left() { echo $((DEADLINE - (SECONDS - T0))); }
             --dtype "${FUZZ_DTYPE:-bf16}" --examples "${FUZZ_EXAMPLES:-40}" --quiet --save "$R/fuzz/failures_$v.json" \
             --out "$R/fuzz/$v.md" > "$R/fuzz/$v.log" 2>&1 &
     done
-    timeout -k 10 "$(( $(left) - 20 ))" python3 -m pytest -m gpu -q -p no:cacheprovider tests > "$R/gpu_tests.log" 2>&1 &
+    timeout -k 10 "$(( $(left) - 20 ))" python3 -m pytest -m gpu -v --tb=short -p no:cacheprovider tests > "$R/gpu_tests.log" 2>&1 &
     wait
 ) &
 gpu1=$!
