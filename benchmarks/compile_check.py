@@ -72,14 +72,14 @@ def ptxas_usage(ptx, arch):
             f"{spill.group(1) + '/' + spill.group(2) if spill else '?'} B")
 
 
-def compile_one(v, kname, fn, args, til, types, BT, BK, BVF, BV, go, target):
+def compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target):
+    # each kernel with the product types the generated module launches it with
+    stage = {"_dstate_kernel": "dstate", "_dgrad_kernel": "grad"}.get(kname)
+    types = _runtime.kernel_types(TORCH_DTYPES[args.dtype], torch.device("cuda"), til, stage)
     consts = dict(K=args.K, V=args.V, BT=BT, BK=BK, BV=BVF if kname == "_intra_kernel" else BV, **types)
     role = {"_intra_kernel": "prep", "_out_kernel": "out", "_dgrad_kernel": "grad"}.get(kname, "scan")
-    if go is not None:   # the gradient kernel: its own V blocks and product types
+    if go is not None:   # the gradient kernel: its own V blocks
         consts.update(GO=go, BV=min(til["grad_BV"], BVF))
-        consts.update(_runtime.dot_types(TORCH_DTYPES[args.dtype], torch.device("cuda"),
-                                         til.get("grad_dots") or til["computed_dots"],
-                                         til["inverse16"], til["fp32_products"]))
     label = kname if go is None else f"{kname}[GO={go}]"
     t0 = time.time()
     try:
@@ -117,9 +117,6 @@ def main():
             mod.TILING[key] = int(val) if val.isdigit() else (json.loads(val) if val[:1] == "[" else val)
         til = _runtime.effective_tiling(mod.TILING, tdt, args.K, args.V)
         BT, BK, BVF, BV = _runtime.block_sizes(args.K, args.V, til["BT"], til["BV"])
-        types = _runtime.dot_types(tdt, torch.device("cuda"), til["computed_dots"], til["inverse16"],
-                                   til["fp32_products"])
-        types["GS"] = _runtime.gate_products(til)
         for kname in ("_intra_kernel", "_scan_kernel", "_state_kernel", "_out_kernel", "_dstate_kernel",
                       "_dgrad_kernel"):
             fn = getattr(mod, kname, None)
@@ -128,7 +125,7 @@ def main():
             # the gradient kernel is compiled once per launch group (TILING grad_groups)
             groups = _runtime.grad_launches(til, mod.ARGS) if kname == "_dgrad_kernel" else [None]
             for go in groups:
-                bad += compile_one(v, kname, fn, args, til, types, BT, BK, BVF, BV, go, target)
+                bad += compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target)
     return 1 if bad else 0
 
 

@@ -414,6 +414,15 @@ def nbytes(t):
     return t.numel() * t.element_size()
 
 
+def forward_bytes(inp, h0=None):
+    """The fewest bytes a forward moves: every input (and the initial state) read once,
+    o (v's shape and dtype) and the fp32 final state written once."""
+    v = inp["v"]
+    B, _, H, V = v.shape
+    return (sum(nbytes(t) for t in inp.values()) + nbytes(v) + B * H * inp["q"].shape[-1] * V * 4
+            + (nbytes(h0) if h0 is not None else 0))
+
+
 def errors(o, st, ref):
     """Relative RMS of o and the final state against ref (o, state)."""
     if st is None:
@@ -632,10 +641,7 @@ def _run_variant(variant, args, device, prog, res):
     if not smoke:
         def setup():
             x = make_inputs(variant, B, T, H, D, dtype, gate_dtype, device, seed, args.gate_normalizer)
-            V = x["v"].shape[-1]
-            moved = (sum(nbytes(t) for t in x.values())
-                     + B * T * H * V * torch.empty((), dtype=dtype).element_size()  # o
-                     + B * H * D * V * 4)  # final state, fp32
+            moved = forward_bytes(x)
             res["bytes"], res["floor_ms"] = moved, moved / args.bandwidth * 1e3
             return x
         ok, inp = prog.run(f"setup: {dn} inputs {args.shape}", setup)

@@ -30,8 +30,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fwd_vs_fla import (DTYPES, FLA_IMPORT, OURS_NAME, bench_ms, first_line, log,  # noqa: E402
-                        make_inputs, rel_rms, slice_inputs)
+from fwd_vs_fla import (DTYPES, FLA_IMPORT, OURS_NAME, bench_ms, first_line, forward_bytes,  # noqa: E402
+                        log, make_inputs, rel_rms, slice_inputs)
 
 
 def ours_fn(variant, settings=()):
@@ -167,11 +167,8 @@ def run(args):
     res = {"variant": args.variant, "shape": [B, T, H, D], "dtype": args.dtype, "acc_t": t,
            "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu (interpreter)"}
     res["ours_set"] = list(args.ours_set)
-    # the forward's memory floor: every input (h0 too) read once, o and the fp32 final
-    # state written once, at the H200's datasheet 4.8 TB/s (fwd_vs_fla.py's convention)
-    moved = sum(x.numel() * x.element_size() for x in inp.values()) + h0.numel() * 4 * 2 \
-        + inp["v"].numel() * inp["v"].element_size()
-    res["fwd_floor_ms"] = moved / 4.8e12 * 1e3
+    # the forward's memory floor at the H200's datasheet 4.8 TB/s (fwd_vs_fla.py's convention)
+    res["fwd_floor_ms"] = forward_bytes(inp, h0) / 4.8e12 * 1e3
     if args.tag:
         res["variant"] = f"{args.variant} [{args.tag}]"
     # both forwards first, then both backwards: FLA's first forward + backward compiles and

@@ -32,17 +32,12 @@ TEST_TIMEOUT="${TEST_TIMEOUT:-110}"
 export PYTHONUNBUFFERED=1
 T0=$SECONDS
 
-# Triton's compile cache and autotune results across calls (each call gets a bare
-# machine; FLA's first forward + backward compiles and autotunes for > 100 s per variant):
-# TCACHE=1 unpacks .tcache/part* (carried, git-ignored) into TRITON_CACHE_DIR and packs it
-# back into $OUT/tcache.part* (xz, 15 MB pieces) at the end; copy those into .tcache/.
+# TCACHE=1: Triton's cache and autotune results from .tcache/, packed back into
+# $OUT/tcache.part* at the end (benchmarks/tcache.sh)
 if [ "${TCACHE:-0}" = 1 ]; then
-    export TRITON_CACHE_DIR=/tmp/tcache TRITON_CACHE_AUTOTUNING=1
-    mkdir -p "$TRITON_CACHE_DIR"
-    if compgen -G ".tcache/part*" >/dev/null; then
-        cat .tcache/part* | xz -d | tar -x -C /tmp && echo "Triton cache: $(du -sh /tmp/tcache | cut -f1) restored"
-    fi
-    trap 'tar -C /tmp -cf - tcache | xz -T0 -6 | split -b 15M - "$OUT/tcache.part"; ls -la "$OUT"' EXIT
+    . benchmarks/tcache.sh
+    tcache_restore
+    trap 'tcache_pack "$OUT"; ls -la "$OUT"' EXIT
 fi
 
 shopt -s nullglob

@@ -1,25 +1,37 @@
 #!/usr/bin/env bash
-# Time several TILING configurations of our kernels (no FLA) on the GPU, one process per
-# line of a spec file, and write one table.  From the repository root:
+# Run fwdbwd_vs_fla.py for each line of a spec file, one process per line, and write one
+# table.  From the repository root:
 #
-#     bash benchmarks/sweep.sh benchmarks/sweeps/grad.txt OUT_DIR [LINE_TIMEOUT]
+#     [DEADLINE=SECONDS] bash benchmarks/sweep.sh SPEC OUT_DIR [LINE_TIMEOUT]
 #
-# Spec lines: `variant tag [KEY=VALUE ...]` (values as fwdbwd_vs_fla.py --ours-set takes
-# them, without spaces); '#' starts a comment.  Writes OUT_DIR/sweep.md (the table, rewritten
+# Spec lines: `variant tag [--fla] [@SECONDS] [KEY=VALUE ...]`: --fla times FLA side by side
+# (else ours alone); @SECONDS bounds this line (else LINE_TIMEOUT, default 120); KEY=VALUE
+# are TILING overrides as fwdbwd_vs_fla.py --ours-set takes them, without spaces.  '#'
+# starts a comment.  DEADLINE bounds the whole run: each line gets at most what is left,
+# and the run stops when too little is.  Writes OUT_DIR/sweep.md (the table, rewritten
 # after every line, so a call cut short keeps what ran), OUT_DIR/sweep.log and
-# OUT_DIR/sweep_json.tar (the raw results).  The device tool brings back at most 8 files,
-# hence the tar.
+# OUT_DIR/sweep_json.tar (the raw results: the device tool brings back at most 8 files).
 set -u -o pipefail
 spec="$1"; out="$2"; limit="${3:-120}"
 mkdir -p "$out/sweep_json"
 export PYTHONUNBUFFERED=1
+T0=$SECONDS
 while read -r variant tag rest; do
     case "$variant" in ''|'#'*) continue ;; esac
-    sets=()
-    for kv in $rest; do sets+=(--ours-set "$kv"); done
-    echo "== $variant [$tag] ${rest:-defaults} (limit $limit s, at $SECONDS s)"
-    timeout -k 10 "$limit" python3 benchmarks/fwdbwd_vs_fla.py --variant "$variant" --no-fla --tag "$tag" \
-        "${sets[@]}" --json-dir "$out/sweep_json" 2>&1 | grep -v -i warn | grep -v '^|' | grep -v '^- ' | grep -v '^$'
+    args=(--variant "$variant" --tag "$tag" --json-dir "$out/sweep_json" --fla-force)
+    fla=0; lim="$limit"
+    [ -n "${DEADLINE:-}" ] && [ $((DEADLINE - (SECONDS - T0) - 15)) -lt "$lim" ] && lim=$((DEADLINE - (SECONDS - T0) - 15))
+    for kv in $rest; do
+        case "$kv" in
+            --fla) fla=1 ;;
+            @*) [ "${kv#@}" -lt "$lim" ] && lim="${kv#@}" ;;
+            *) args+=(--ours-set "$kv") ;;
+        esac
+    done
+    [ "$fla" = 1 ] || args+=(--no-fla)
+    [ "$lim" -gt 20 ] || break
+    echo "== $variant [$tag] ${rest:-defaults} (limit $lim s, at $((SECONDS - T0)) s)"
+    timeout -k 10 "$lim" python3 benchmarks/fwdbwd_vs_fla.py "${args[@]}" 2>&1 | grep -v -i warn | grep '^\['
     python3 benchmarks/fwdbwd_vs_fla.py --table "$out/sweep_json" --out "$out/sweep.md" >/dev/null
     tar -C "$out" -cf "$out/sweep_json.tar" sweep_json
 done < "$spec" 2>&1 | tee "$out/sweep.log"

@@ -92,7 +92,6 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # of 64, over the H200's 227 KB (246 / 238 KB even in two launches), 156 KB at chunks of 32: the delta-rule variants take chunks of 32 for fp32
 # (fp32 products are FMA loops; speed is not what fp32 inputs are for).  KDA's and DPLR's
 # fp32 backward has not been run on the GPU.
-_FP32_DELTA = {"BT": 32}
 _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1,
            "grad_BV": 128, "grad_warps": 8, "grad_stages": 1, "grad_groups": None, "grad_dots": None,
            "dstate_dots": None,
@@ -101,6 +100,7 @@ _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 
            "schedule": "split",
            "fp32": {"scan_stages": 1, "out_stages": 1, "BV": 32},
            "fp32_wide": {"BV": 16}}
+_FP32_DELTA = dict(_TILING["fp32"], BT=32)    # the fp32 override of the delta-rule variants
 
 VARIANTS: List[Variant] = [
     Variant("gla", "chunk_gla", "gla", "gla_chunk", "gla.O", "gla.S_C",
@@ -114,7 +114,7 @@ VARIANTS: List[Variant] = [
             "gdn.bwd.fwd_O", "gdn.bwd.fwd_S",
             _QKV + (Arg("g", "Alpha", "gate_h"), Arg("beta", "Beta", "head")),
             "S_t = S_{t-1} exp(g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING, dstate_dots="tf32_mixed", grad_dots="input", fp32=dict(_TILING["fp32"], **_FP32_DELTA)),
+            dict(_TILING, dstate_dots="tf32_mixed", grad_dots="input", fp32=_FP32_DELTA),
             dict(dS="gdn.bwd.dS_rec", dS_prev="gdn.bwd.dS_prev",
                  grads=dict(q="gdn.bwd.dQ", k="gdn.bwd.dK", v="gdn.bwd.dV", g="gdn.bwd.dlogalpha_pairs",
                             beta="gdn.bwd.dbeta"),
@@ -124,7 +124,7 @@ VARIANTS: List[Variant] = [
             _QKV + (Arg("g", "Alpha", "gate_k"), Arg("beta", "Beta", "head")),
             "S_t = S_{t-1} Diag(exp g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
             dict(_TILING, grad_BV=64, computed_dots="tf32_mixed", grad_dots="tf32",
-                 fp32=dict(_TILING["fp32"], **_FP32_DELTA)),
+                 fp32=_FP32_DELTA),
             dict(dS="kda.dS", dS_prev="kda.bwd.dS_prev",
                  grads=dict(q="kda.dQ", k="kda.dK", v="kda.dV", g="kda.dlogAlpha", beta="kda.dBeta"),
                  inner=["kda.dU", "kda.dVnew", "kda.dW", "kda.dQl", "kda.dAt", "kda.dXt", "kda.dKl",
@@ -134,7 +134,7 @@ VARIANTS: List[Variant] = [
             _QKV + (Arg("a", "A", "k"), Arg("b", "B", "k"), Arg("gk", "Alpha", "gate_k")),
             "S_t = S_{t-1} (Diag(exp gk_t) + a_t b_t^T) + v_t k_t^T,  o_t = S_t q_t",
             dict(_TILING, grad_BV=64, grad_dots="input", grad_groups=[["q", "k", "v"], ["a", "b"], ["gk"]],
-                 fp32=dict(_TILING["fp32"], **_FP32_DELTA)),
+                 fp32=_FP32_DELTA),
             dict(dS="dplr.fla.dS", dS_prev="dplr.fla.dS_prev",
                  grads=dict(q="dplr.fla.dQ", k="dplr.fla.dK", v="dplr.fla.dV", a="dplr.fla.da",
                             b="dplr.fla.db", gk="dplr.fla.dlogalpha.grouped"),

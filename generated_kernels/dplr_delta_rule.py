@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, dot_types, effective_tiling, explains_resources, gate_products, grad_launches, needs_grad, refuse_grad  # noqa: F401
+from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, effective_tiling, explains_resources, grad_launches, kernel_types, needs_grad, refuse_grad  # noqa: F401
 
 TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 64, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': [['q', 'k', 'v'], ['a', 'b'], ['gk']], 'grad_dots': 'input', 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate_k'))
@@ -427,8 +427,7 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
     V = v.shape[-1]
     til = effective_tiling(TILING, q.dtype, K, V)
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
-    types = dot_types(q.dtype, q.device, til["computed_dots"], til["inverse16"], til["fp32_products"])
-    types["GS"] = gate_products(til)
+    types = kernel_types(q.dtype, q.device, til)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
@@ -467,8 +466,7 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None):
     V = v.shape[-1]
     til = effective_tiling(TILING, q.dtype, K, V)
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
-    types = dot_types(q.dtype, q.device, til["computed_dots"], til["inverse16"], til["fp32_products"])
-    types["GS"] = gate_products(til)
+    types = kernel_types(q.dtype, q.device, til)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
@@ -479,10 +477,9 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None):
     NT = triton.cdiv(T, BT)
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    # the reverse scan's products: TILING dstate_dots (None: computed_dots); its last value is
-    # the initial state's gradient
-    rtypes = dict(types, **dot_types(q.dtype, q.device, til.get("dstate_dots") or til["computed_dots"],
-                                     til["inverse16"], til["fp32_products"]))
+    # the reverse scan's products may differ (TILING dstate_dots): its last value is the
+    # initial state's gradient
+    rtypes = kernel_types(q.dtype, q.device, til, "dstate")
     _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, b, do, Gamma, W, dh, dht if dht is not None else dh0, dh0, scale, T,
                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes,
                                                use_dht=int(dht is not None),
@@ -500,8 +497,7 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     V = v.shape[-1]
     til = effective_tiling(TILING, q.dtype, K, V)
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
-    types = dot_types(q.dtype, q.device, til["computed_dots"], til["inverse16"], til["fp32_products"])
-    types["GS"] = gate_products(til)
+    types = kernel_types(q.dtype, q.device, til)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
@@ -518,10 +514,9 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
                                               num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    # the reverse scan's products: TILING dstate_dots (None: computed_dots); its last value is
-    # the initial state's gradient
-    rtypes = dict(types, **dot_types(q.dtype, q.device, til.get("dstate_dots") or til["computed_dots"],
-                                     til["inverse16"], til["fp32_products"]))
+    # the reverse scan's products may differ (TILING dstate_dots): its last value is the
+    # initial state's gradient
+    rtypes = kernel_types(q.dtype, q.device, til, "dstate")
     _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, b, do, Gamma, W, dh, dht if dht is not None else dh0, dh0, scale, T,
                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes,
                                                use_dht=int(dht is not None),
@@ -534,8 +529,7 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     d_a = torch.empty((NV,) + tuple(a.shape), dtype=a.dtype if NV == 1 else torch.float32, device=q.device)
     d_b = torch.empty((NV,) + tuple(b.shape), dtype=b.dtype if NV == 1 else torch.float32, device=q.device)
     d_gk = torch.empty((NV,) + tuple(gk.shape), dtype=gk.dtype if NV == 1 else torch.float32, device=q.device)
-    gtypes = dict(types, **dot_types(q.dtype, q.device, til.get("grad_dots") or til["computed_dots"],
-                                     til["inverse16"], til["fp32_products"]))
+    gtypes = kernel_types(q.dtype, q.device, til, "grad")
     for go in grad_launches(til, ARGS):
         _dgrad_kernel[(NV, NT, B * H)](q, k, v, gk, a, b, do, Gamma, W, C, h, dh, d_q, d_k, d_v, d_a, d_b, d_gk, scale, T, B * T * H,
                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, GO=go,

@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, dot_types, effective_tiling, explains_resources, gate_products, grad_launches, needs_grad, refuse_grad  # noqa: F401
+from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, effective_tiling, explains_resources, grad_launches, kernel_types, needs_grad, refuse_grad  # noqa: F401
 
 TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 128, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'))
@@ -322,8 +322,7 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
     V = v.shape[-1]
     til = effective_tiling(TILING, q.dtype, K, V)
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
-    types = dot_types(q.dtype, q.device, til["computed_dots"], til["inverse16"], til["fp32_products"])
-    types["GS"] = gate_products(til)
+    types = kernel_types(q.dtype, q.device, til)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     _intra_kernel[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
@@ -360,8 +359,7 @@ def _backward_states(q, k, v, g, do, dht, scale, chunk_size=None):
     V = v.shape[-1]
     til = effective_tiling(TILING, q.dtype, K, V)
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
-    types = dot_types(q.dtype, q.device, til["computed_dots"], til["inverse16"], til["fp32_products"])
-    types["GS"] = gate_products(til)
+    types = kernel_types(q.dtype, q.device, til)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     _intra_kernel[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
@@ -370,10 +368,9 @@ def _backward_states(q, k, v, g, do, dht, scale, chunk_size=None):
     NT = triton.cdiv(T, BT)
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    # the reverse scan's products: TILING dstate_dots (None: computed_dots); its last value is
-    # the initial state's gradient
-    rtypes = dict(types, **dot_types(q.dtype, q.device, til.get("dstate_dots") or til["computed_dots"],
-                                     til["inverse16"], til["fp32_products"]))
+    # the reverse scan's products may differ (TILING dstate_dots): its last value is the
+    # initial state's gradient
+    rtypes = kernel_types(q.dtype, q.device, til, "dstate")
     _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, do, Gamma, dh, dht if dht is not None else dh0, dh0, scale, T,
                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes,
                                                use_dht=int(dht is not None),
@@ -391,8 +388,7 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None):
     V = v.shape[-1]
     til = effective_tiling(TILING, q.dtype, K, V)
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
-    types = dot_types(q.dtype, q.device, til["computed_dots"], til["inverse16"], til["fp32_products"])
-    types["GS"] = gate_products(til)
+    types = kernel_types(q.dtype, q.device, til)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     _intra_kernel[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
@@ -407,10 +403,9 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None):
                                               num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    # the reverse scan's products: TILING dstate_dots (None: computed_dots); its last value is
-    # the initial state's gradient
-    rtypes = dict(types, **dot_types(q.dtype, q.device, til.get("dstate_dots") or til["computed_dots"],
-                                     til["inverse16"], til["fp32_products"]))
+    # the reverse scan's products may differ (TILING dstate_dots): its last value is the
+    # initial state's gradient
+    rtypes = kernel_types(q.dtype, q.device, til, "dstate")
     _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, do, Gamma, dh, dht if dht is not None else dh0, dh0, scale, T,
                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes,
                                                use_dht=int(dht is not None),
@@ -421,8 +416,7 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None):
     d_k = torch.empty((NV,) + tuple(k.shape), dtype=k.dtype if NV == 1 else torch.float32, device=q.device)
     d_v = torch.empty_like(v)
     d_g = torch.empty((NV,) + tuple(g.shape), dtype=g.dtype if NV == 1 else torch.float32, device=q.device)
-    gtypes = dict(types, **dot_types(q.dtype, q.device, til.get("grad_dots") or til["computed_dots"],
-                                     til["inverse16"], til["fp32_products"]))
+    gtypes = kernel_types(q.dtype, q.device, til, "grad")
     for go in grad_launches(til, ARGS):
         _dgrad_kernel[(NV, NT, B * H)](q, k, v, do, Gamma, h, dh, d_q, d_k, d_v, d_g, scale, T, B * T * H,
                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, GO=go,

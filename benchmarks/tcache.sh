@@ -1,0 +1,17 @@
+# Sourced by gpu_run.sh and gpu_campaign.sh: Triton's compile cache and autotune results
+# across device calls (each call gets a bare machine; FLA's first forward + backward
+# compiles and autotunes for minutes per variant).  tcache_restore unpacks .tcache/part*
+# (carried, git-ignored) into TRITON_CACHE_DIR; tcache_pack DIR writes it back as
+# DIR/tcache.part* (xz, 15 MB pieces, within the device tool's file limits); copy those
+# into .tcache/ for the next call.
+tcache_restore() {
+    export TRITON_CACHE_DIR=/tmp/tcache TRITON_CACHE_AUTOTUNING=1
+    mkdir -p "$TRITON_CACHE_DIR"
+    if compgen -G ".tcache/part*" >/dev/null; then
+        cat .tcache/part* | xz -d | tar -x -C /tmp && echo "Triton cache: $(du -sh /tmp/tcache | cut -f1) restored"
+    fi
+}
+
+tcache_pack() {
+    tar -C /tmp -cf - tcache | xz -T0 -6 | split -b 15M - "$1/tcache.part"
+}
