@@ -4,8 +4,9 @@
 #   GPU 0 (timing, one process at a time): benchmarks/sweep.sh on FWDBWD_SPEC (its lines:
 #         "variant tag [--fla] [@SECONDS] [KEY=VALUE ...]"), each line bounded by what is left;
 #   GPU 1 (no timing): the fuzz campaign, one process per variant (FUZZ_EXAMPLES per
-#         property, FUZZ_DTYPE), and `pytest -m gpu`, side by side.
-# Writes $OUT/results.tar (r/sweep.md, r/sweep.log, r/sweep_json/, r/fuzz/, r/gpu_tests.log)
+#         property, FUZZ_DTYPE; 0 skips it), and `pytest -m gpu`, one process per variant,
+#         side by side.
+# Writes $OUT/results.tar (r/sweep.md, r/sweep.log, r/sweep_json/, r/fuzz/, r/gpu_tests_<variant>.log)
 # and $OUT/tcache.part* (benchmarks/tcache.sh: copy them into .tcache/ and carry .tcache
 # next time).  Carry .whl.
 #   DEADLINE=500 FUZZ_EXAMPLES=40 FWDBWD_SPEC=benchmarks/sweeps/final.txt bash benchmarks/gpu_campaign.sh
@@ -22,11 +23,17 @@ left() { echo $((DEADLINE - (SECONDS - T0))); }
 (   # GPU 1: fuzz campaign + gpu tests
     export CUDA_VISIBLE_DEVICES=1
     for v in gla gated_delta_rule kda dplr_delta_rule; do
+        [ "${FUZZ_EXAMPLES:-40}" = 0 ] && continue
         timeout -s INT -k 15 "$(( $(left) - 20 ))" python3 -m verify.cli fuzz --variant "$v" --device cuda \
             --dtype "${FUZZ_DTYPE:-bf16}" --examples "${FUZZ_EXAMPLES:-40}" --quiet --save "$R/fuzz/failures_$v.json" \
             --out "$R/fuzz/$v.md" > "$R/fuzz/$v.log" 2>&1 &
     done
-    timeout -k 10 "$(( $(left) - 20 ))" python3 -m pytest -m gpu -v --tb=short -p no:cacheprovider tests > "$R/gpu_tests.log" 2>&1 &
+    # one pytest process per variant: compiles are CPU-bound and single-threaded, and a run
+    # cut at the deadline still reports every variant's tests so far
+    for v in gla gated_delta_rule kda dplr_delta_rule; do
+        timeout -k 10 "$(( $(left) - 20 ))" python3 -m pytest -m gpu -k "$v" -v --tb=short -p no:cacheprovider tests \
+            > "$R/gpu_tests_$v.log" 2>&1 &
+    done
     wait
 ) &
 gpu1=$!
@@ -35,7 +42,7 @@ gpu1=$!
 CUDA_VISIBLE_DEVICES=0 DEADLINE=$(left) bash benchmarks/sweep.sh "${FWDBWD_SPEC:-benchmarks/sweeps/final.txt}" "$R" "$(left)"
 wait "$gpu1"
 echo "done at $((SECONDS - T0)) s"
-tail -n 3 "$R"/fuzz/*.log "$R/gpu_tests.log"
+tail -n 3 "$R"/fuzz/*.log "$R"/gpu_tests_*.log
 tar -C "$OUT" -cf "$OUT/results.tar" r && rm -rf "$R"
 tcache_pack "$OUT"
 ls -la "$OUT"
