@@ -11,7 +11,7 @@ import triton.language as tl
 
 from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, effective_tiling, explains_resources, grad_launches, kernel_types, needs_grad, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 128, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 128, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'))
 
 
@@ -317,7 +317,10 @@ def _dgrad_kernel(q, k, v, do, in_Gamma, h, dh, d_q, d_k, d_v, d_g, scale, T, NT
 
 
 @explains_resources("chunk_gla", "forward")
-def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=None):
+def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=None, keep=False):
+    """(o, final state), and with ``keep`` a third item: the tiles the backward would
+    otherwise recompute (the intra kernel's and the split schedule's chunk states h), or
+    None under the fused schedule, which writes no h."""
     B, T, H, K = q.shape
     V = v.shape[-1]
     til = effective_tiling(TILING, q.dtype, K, V)
@@ -347,6 +350,9 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
                                                     num_warps=til["out_warps"], num_stages=til["out_stages"])
     else:
         raise ValueError(f"TILING['schedule'] must be 'fused' or 'split', got {til['schedule']!r}")
+    if keep:
+        kept = dict(Gamma=Gamma, h=h) if til["schedule"] == "split" else None
+        return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
 
@@ -380,27 +386,34 @@ def _backward_states(q, k, v, g, do, dht, scale, chunk_size=None):
 
 
 @explains_resources("chunk_gla", "backward")
-def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None):
+def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, kept=None):
     """Every argument's gradient and the initial state's, for L = <do, o> + <dht, final
     state> (dht may be None): the forward state scan (h), the reverse scan (dh) and the
-    per-chunk gradient kernel.  Internal: _Chunk.backward calls it."""
+    per-chunk gradient kernel.  ``kept``: the forward's tiles (_forward(keep=True)); the
+    intra kernel and the state scan are then not run again.  Internal: _Chunk.backward
+    calls it."""
     B, T, H, K = q.shape
     V = v.shape[-1]
     til = effective_tiling(TILING, q.dtype, K, V)
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
     types = kernel_types(q.dtype, q.device, til)
-    Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
-                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
-                                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+    if kept is None:
+        Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+        _intra_kernel[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
+                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
+                                                  num_warps=til["prep_warps"], num_stages=til["prep_stages"])
 
-    # the pointers of an unused initial or final state are v (never read or written)
-    h0 = initial_state if initial_state is not None else v
-    NT = triton.cdiv(T, BT)
-    h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-    _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, Gamma, h, h0, v, scale, T,
-                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, use_h0=int(initial_state is not None), store_ht=0,
-                                              num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+        # the pointers of an unused initial or final state are v (never read or written)
+        h0 = initial_state if initial_state is not None else v
+        NT = triton.cdiv(T, BT)
+        h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
+        _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, Gamma, h, h0, v, scale, T,
+                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, use_h0=int(initial_state is not None), store_ht=0,
+                                                  num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    else:
+        NT = triton.cdiv(T, BT)
+        h = kept["h"]
+        Gamma = kept["Gamma"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
     # the reverse scan's products may differ (TILING dstate_dots): its last value is the
@@ -428,21 +441,27 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None):
 
 
 class _Chunk(torch.autograd.Function):
-    """Forward as _forward; backward recomputes the intra tiles and the chunk states
-    from the saved inputs (nothing chunk-sized is kept between the passes)."""
+    """Forward as _forward.  With TILING keep_forward (and the split schedule) the
+    forward's intra tiles and chunk states are kept for the backward, which then does not
+    recompute them (memory: the states are B x NT x H x K x V in the input dtype);
+    otherwise the backward recomputes them from the saved inputs."""
 
     @staticmethod
     def forward(ctx, q, k, v, g, scale, initial_state, output_final_state):
-        o, ht = _forward(q, k, v, g, scale, initial_state, output_final_state)
-        ctx.save_for_backward(q, k, v, g, initial_state)
+        keep = bool(effective_tiling(TILING, q.dtype, q.shape[-1], v.shape[-1]).get("keep_forward"))
+        o, ht, *kept = _forward(q, k, v, g, scale, initial_state, output_final_state, keep=keep)
+        kept = kept[0] if kept else None
+        ctx.kept = list(kept) if kept else []
+        ctx.save_for_backward(q, k, v, g, initial_state, *(kept.values() if kept else ()))
         ctx.scale = scale
         return o, ht
 
     @staticmethod
     def backward(ctx, do, dht):
-        q, k, v, g, initial_state = ctx.saved_tensors
+        q, k, v, g, initial_state, *kept = ctx.saved_tensors
         do, dht = check_grads("chunk_gla", q, v, do, dht)
-        g = _backward(q, k, v, g, do, dht, ctx.scale, initial_state=initial_state)
+        g = _backward(q, k, v, g, do, dht, ctx.scale, initial_state=initial_state,
+                      kept=dict(zip(ctx.kept, kept)) if ctx.kept else None)
         return (g["q"], g["k"], g["v"], g["g"], None,
                 g["initial_state"] if initial_state is not None else None, None)
 

@@ -129,6 +129,36 @@ def test_public_function_is_differentiable(name, seed, bucket, with_final):
         assert err <= tol, f"{name} {bucket} seed={seed}: d{n} rel RMS {err:.2e}"
 
 
+@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("keep,sched", [(True, "split"), (True, "fused"), (False, "split")])
+def test_kept_forward_tiles_give_the_same_gradients(name, keep, sched, monkeypatch):
+    # TILING keep_forward: autograd's backward reads the forward's intra tiles and chunk
+    # states instead of recomputing them (the fused schedule writes no states: it
+    # recomputes).  Same kernels on the same tiles, so the gradients are bit-identical to
+    # the recomputing _backward's
+    m = module(name)
+    monkeypatch.setitem(m.TILING, "keep_forward", keep)
+    monkeypatch.setitem(m.TILING, "schedule", sched)
+    B, T, H, K, V = 1, 45, 2, 16, 24
+    args, _, state = make_inputs(name, B, T, H, K, V, seed=8, h0=True)
+    o, ht, kept = m._forward(*args, K ** -0.5, state, True, keep=True)
+    assert (kept is None) == (sched == "fused")
+    if kept is not None:
+        from generated_kernels._runtime import effective_tiling
+        BT = effective_tiling(m.TILING, torch.float32, K, V)["BT"]
+        assert "h" in kept and kept["h"].shape[:2] == (B, -(-T // BT))
+    leaves = [a.clone().requires_grad_() for a in args]
+    h0 = state.clone().requires_grad_()
+    gen_ = torch.Generator().manual_seed(9)
+    do, dht = torch.randn(B, T, H, V, generator=gen_), torch.randn(B, H, K, V, generator=gen_)
+    o, ht = kernel(name)(*leaves, initial_state=h0, output_final_state=True)
+    ((o * do).sum() + (ht * dht).sum()).backward()
+    want = m._backward(*args, do, dht, K ** -0.5, initial_state=state)
+    for (n, _), leaf in zip(m.ARGS, leaves):
+        assert torch.equal(leaf.grad, want[n]), n
+    assert torch.equal(h0.grad, want["initial_state"])
+
+
 def test_only_some_inputs_require_grad():
     args, _, _ = make_inputs("gated_delta_rule", 1, 20, 1, 16, 16, seed=4)
     q, k, v, g, beta = args
