@@ -76,7 +76,7 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
     for r in reads:
         env[r] = Val(None, dmap[r].shape(), log=f"b_{r}_log", last=f"b_{r}_log_last") if r in plan.logs else \
             Val(f"b_{r}", dmap[r].shape(), raw=True)
-    pr = TritonPrinter(env, lambda e: planmod.unit_lower(e, dmap, plan.diagonal), where)
+    pr = TritonPrinter(env, lambda e: planmod.unit_lower(e, dmap, plan.diagonal), where, defs=dmap)
     for n in names:
         e = dmap[n]
         val = pr.p(e)

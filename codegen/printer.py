@@ -105,10 +105,12 @@ class TritonPrinter:
     """``env`` maps tile names to printed values; ``inv_ok(expr)`` says whether an
     Inv argument is proven unit lower triangular (the plan proves it)."""
 
-    def __init__(self, env: Dict[str, Val], inv_ok: Callable[[ir.Expr], bool], where: str):
+    def __init__(self, env: Dict[str, Val], inv_ok: Callable[[ir.Expr], bool], where: str,
+                 defs: Optional[Dict[str, ir.Expr]] = None):
         self.env = env
         self.inv_ok = inv_ok
         self.where = where
+        self.defs = defs or {}    # the stage's definitions, for diag() to look through
 
     def fail(self, e: ir.Expr, why: str):
         raise CodegenError(f"{self.where}: cannot print ${to_latex(e)}$: {why}")
@@ -338,12 +340,22 @@ class TritonPrinter:
         return Val(f"tl.where(m_last, tl.trans({self.code(e.a)}), 0.)", e.shape())
 
     def _DiagV(self, e):
-        a = e.a
+        return Val(self._diag(e.a), e.shape())
+
+    def _diag(self, a) -> str:
+        # diag(X Y) without forming X Y: row sums of X . Y^T (C x D work, not a C x C x D
+        # product), distributed over sums; a definition that is such a sum is looked
+        # through (its C x C tile, if nothing else reads it, is then dead code)
+        if isinstance(a, ir.Var) and isinstance(self.defs.get(a.name), (ir.Add, ir.Sub, ir.Neg, ir.MatMul)):
+            return self._diag(self.defs[a.name])
+        if isinstance(a, (ir.Add, ir.Sub)):
+            return f"({self._diag(a.a)} {'+' if isinstance(a, ir.Add) else '-'} {self._diag(a.b)})"
+        if isinstance(a, ir.Neg):
+            return f"(-{self._diag(a.a)})"
         if isinstance(a, ir.MatMul):
-            # diag(X Y) without forming X Y: row sums of X . Y^T
             x, y = self.code(a.a), self.code(a.b)
-            return Val(f"tl.sum({x} * {_t(y)}, axis=1, keep_dims=True)", e.shape())
-        return Val(f"tl.sum(tl.where(m_eye, {self.code(a)}, 0.), axis=1, keep_dims=True)", e.shape())
+            return f"tl.sum({x} * {_t(y)}, axis=1, keep_dims=True)"
+        return f"tl.sum(tl.where(m_eye, {self.code(a)}, 0.), axis=1, keep_dims=True)"
 
     def _Inner(self, e):
         return Val(f"tl.sum(tl.sum({self.code(e.a)} * {self.code(e.b)}, axis=1, keep_dims=True), axis=0, "
