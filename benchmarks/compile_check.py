@@ -33,9 +33,11 @@ def signature(fn, dtype, consts):
             sig[name] = "constexpr"
         elif name in ("scale",):
             sig[name] = "fp32"
-        elif name in ("T", "H", "NTOK", "use_h0", "store_ht", "use_dht"):
+        elif name in ("T", "H", "NTOK", "NCH", "use_h0", "store_ht", "use_dht"):
             sig[name] = "i32"
         elif name in ("h0", "ht", "dh", "dht", "dh0") or name.endswith("_Gamma") or name in ("g", "gk"):
+            sig[name] = "*fp32"
+        elif name.startswith("r_vr"):      # the split gradient stage's V reductions
             sig[name] = "*fp32"
         elif name.startswith("d_") and name != "d_v":   # per-V-block partial sums (V > BV)
             sig[name] = "*fp32"
@@ -74,12 +76,17 @@ def ptxas_usage(ptx, arch):
 
 def compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target):
     # each kernel with the product types the generated module launches it with
-    stage = {"_dstate_kernel": "dstate", "_dgrad_kernel": "grad"}.get(kname)
+    grad = kname in ("_dgrad_kernel", "_dgradv_kernel", "_dgradk_kernel")
+    stage = "dstate" if kname == "_dstate_kernel" else ("grad" if grad else None)
     types = _runtime.kernel_types(TORCH_DTYPES[args.dtype], torch.device("cuda"), til, stage)
     consts = dict(K=args.K, V=args.V, BT=BT, BK=BK, BV=BVF if kname == "_intra_kernel" else BV, **types)
-    role = {"_intra_kernel": "prep", "_out_kernel": "out", "_dgrad_kernel": "grad"}.get(kname, "scan")
-    if go is not None:   # the gradient kernel: its own V blocks
-        consts.update(GO=go, BV=min(til["grad_BV"], BVF))
+    role = "grad" if grad else {"_intra_kernel": "prep", "_out_kernel": "out"}.get(kname, "scan")
+    if grad:   # the gradient kernels: their own V blocks
+        consts.update(BV=min(til["grad_BV"], BVF))
+    if go is not None:
+        consts.update(GO=go)
+    if kname == "_dgradk_kernel":
+        consts.update(NV=-(-args.V // consts["BV"]))
     label = kname if go is None else f"{kname}[GO={go}]"
     t0 = time.time()
     try:
@@ -118,7 +125,7 @@ def main():
         til = _runtime.effective_tiling(mod.TILING, tdt, args.K, args.V)
         BT, BK, BVF, BV = _runtime.block_sizes(args.K, args.V, til["BT"], til["BV"])
         for kname in ("_intra_kernel", "_scan_kernel", "_state_kernel", "_out_kernel", "_dstate_kernel",
-                      "_dgrad_kernel"):
+                      "_dgrad_kernel", "_dgradv_kernel", "_dgradk_kernel"):
             fn = getattr(mod, kname, None)
             if fn is None or (args.kernels and kname not in args.kernels.split(",")):
                 continue
