@@ -92,6 +92,8 @@ def compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target):
     try:
         src = ASTSource(fn, signature(fn, args.dtype, consts), constexprs=consts)
         opts = {"num_warps": til[role + "_warps"], "num_stages": til[role + "_stages"]}
+        if kname == "_dgradk_kernel" and til.get("gradk_warps"):
+            opts["num_warps"] = til["gradk_warps"]
         k = triton.compile(src, target=target, options=opts)
         print(f"{v:18s} {label:22s} ok   {time.time() - t0:6.1f} s  shared {k.metadata.shared} B"
               f"  {ptxas_usage(k.asm['ptx'], args.arch)}", flush=True)

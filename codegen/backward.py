@@ -61,9 +61,10 @@ def _adjoint_defs(plan: Plan, bwd):
     return out, named
 
 
-def _collect(plan: Plan, adj_defs, exprs, what, allow_state):
+def _collect(plan: Plan, adj_defs, exprs, what, allow_state, given=()):
     """(forward definitions computed in the stage, adjoint definitions in dependency
-    order, boundary tiles read) for a stage that computes `exprs`."""
+    order, boundary tiles read) for a stage that computes `exprs`; ``given``: tiles the
+    stage reads from memory besides the inputs and boundary tiles."""
     v = plan.variant
     dmap = dict(plan.defs)
     stored = set(plan.boundary)
@@ -74,7 +75,7 @@ def _collect(plan: Plan, adj_defs, exprs, what, allow_state):
             if n == "S_prev" and not allow_state:
                 raise CodegenError(f"the {what} of {v.name} would read S_[t-1]: "
                                    f"its claims must not need the forward state")
-            if n in (ADJ_STATE, D_OUT, "S_prev") or n in plan.inputs:
+            if n in (ADJ_STATE, D_OUT, "S_prev") or n in plan.inputs or n in given:
                 continue
             if n in adj_defs:
                 if n not in need_adj:
@@ -121,3 +122,126 @@ def gradients(plan: Plan, bwd):
     finals = [(f"g_{a}", subst_adjoints(c.rhs, named), c) for a, c in bwd["grads"].items()]
     fwd, adj, reads = _collect(plan, adj_defs, [e for _, e, _ in finals], "gradient stage", allow_state=True)
     return _extended(plan, adj_defs, adj), fwd + adj, finals, reads
+
+
+VRED = "vr"      # the V reductions the split gradient stage passes from its V kernel to its K kernel
+
+
+def _rebuild(e: ir.Expr, f) -> ir.Expr:
+    changes = {}
+    for fld in dataclasses.fields(e):
+        val = getattr(e, fld.name)
+        if isinstance(val, ir.Expr):
+            new = f(val)
+            if new is not val:
+                changes[fld.name] = new
+    return dataclasses.replace(e, **changes) if changes else e
+
+
+def split_gradients(plan: Plan, bwd):
+    """The gradient stage as two kernels (TILING grad_split).  The V kernel, V-blocked,
+    computes the gradients that have a Dv dimension and every *V reduction* the others
+    read: a subexpression without a Dv dimension whose operands have one (delta O
+    S_[t-1], delta O Vnew^T, <S_[t-1], delta S>, ...; a diag() of such a product is
+    reduced whole), each written per V block.  The K kernel reads them summed over the
+    blocks and computes the other gradients without reading any tile with a Dv dimension.
+    Nothing is re-derived: each V reduction is a subexpression of a checked claim, and
+    the K kernel prints the claims with those subexpressions read instead of recomputed.
+
+    Returns dict(v=(plan, names, finals, reads), k=(plan, names, finals, reads),
+    reds=[(name, expr)] in the order the V kernel writes them)."""
+    adj_defs, named = _adjoint_defs(plan, bwd)
+    finals = [(f"g_{a}", subst_adjoints(c.rhs, named), c) for a, c in bwd["grads"].items()]
+    dmap = dict(plan.defs)
+    dmap.update(adj_defs)
+    has_v = lambda e: "Dv" in e.shape()     # noqa: E731
+    memo = {}
+
+    def vdep(e):
+        """e's value reads a tile with a Dv dimension."""
+        if has_v(e):
+            return True
+        if isinstance(e, ir.Var):
+            if e.name not in memo:
+                memo[e.name] = False      # a cycle is not a dependency
+                memo[e.name] = e.name in dmap and vdep(dmap[e.name])
+            return memo[e.name]
+        return any(vdep(c) for c in e.children())
+
+    reds, kdefs = {}, {}
+
+    def red(e):
+        key = repr(e)
+        if key not in reds:
+            reds[key] = (f"{VRED}{len(reds)}", e)
+        rows, cols = e.shape()
+        return ir.Var(reds[key][0], rows, cols, "(" + _tex(e) + ")")
+
+    def sub(e):
+        if not vdep(e):
+            return e
+        if has_v(e):
+            raise CodegenError(f"the gradient K kernel of {plan.variant.name} would need "
+                               f"${_tex(e)}$, which has a Dv dimension")
+        if isinstance(e, ir.Var):
+            if e.name not in kdefs:
+                kdefs[e.name] = None
+                kdefs[e.name] = sub(dmap[e.name])
+            return e
+        if isinstance(e, ir.DiagV):
+            parts = _diag_terms(e.a, dmap)
+            if not (isinstance(parts, ir.DiagV) and parts.a is e.a):
+                return sub(parts)
+        kids = e.children()
+        if any(has_v(c) for c in kids):
+            return red(e)
+        if isinstance(e, (ir.DiagV, ir.Inner)) and any(any(has_v(g) for g in c.children()) for c in kids):
+            return red(e)      # diag(X^T Y) whole: a column, not the Dk x Dk product
+        return _rebuild(e, sub)
+
+    v_finals = [f for f in finals if has_v(f[1])]
+    k_finals = [(n, sub(e), c) for n, e, c in finals if not has_v(e)]
+    red_list = list(reds.values())
+    # the V kernel: its gradients and the V reductions, V-blocked
+    fwd, adj, reads = _collect(plan, adj_defs, [e for _, e, _ in v_finals] + [e for _, e in red_list],
+                               "gradient V kernel", allow_state=True)
+    vplan = dataclasses.replace(plan, defs=list(plan.defs) + [(n, adj_defs[n]) for n in adj] + red_list)
+    for n in fwd + adj:
+        # a V block's partial sum of a reduction over V must not reach a tile with a Dv
+        # dimension inside the same block: that tile would need the whole sum
+        if has_v(dmap[n]) and any(vdep(ir.Var(m, *dmap[m].shape())) and not has_v(dmap[m])
+                                  for m in var_names(dmap[n]) if m in dmap and m not in plan.boundary):
+            raise CodegenError(f"the gradient V kernel of {plan.variant.name}: {n} reads a sum over "
+                               f"V that a V block holds only in part")
+    # the K kernel: everything else, the V reductions read from memory
+    kadj = {n: (kdefs[n] if n in kdefs else e) for n, e in adj_defs.items()}
+    kfwd_defs = [(n, kdefs.get(n) or e) for n, e in plan.defs]
+    kbase = dataclasses.replace(plan, defs=kfwd_defs)
+    given = {n for n, _ in red_list}
+    fwd_k, adj_k, reads_k = _collect(kbase, kadj, [e for _, e, _ in k_finals], "gradient K kernel",
+                                     allow_state=False, given=given)
+    for n in fwd_k + adj_k:
+        e = kadj.get(n) if n in kadj else dict(kfwd_defs)[n]
+        if has_v(e) or {"S_prev", ADJ_STATE, D_OUT} & var_names(e):
+            raise CodegenError(f"the gradient K kernel of {plan.variant.name} would compute {n}, "
+                               f"which reads a tile with a Dv dimension")
+    kplan = dataclasses.replace(kbase, defs=kfwd_defs + [(n, kadj[n]) for n in adj_k])
+    return dict(v=(vplan, fwd + adj + [n for n, _ in red_list], v_finals, reads),
+                k=(kplan, fwd_k + adj_k, k_finals, reads_k), reds=red_list)
+
+
+def _diag_terms(a, dmap):
+    """diag(a) distributed over the sums in a (through definitions that are sums), so
+    that each V reduction inside is reduced to its diagonal on its own."""
+    if isinstance(a, ir.Var) and isinstance(dmap.get(a.name), (ir.Add, ir.Sub, ir.Neg)):
+        return _diag_terms(dmap[a.name], dmap)
+    if isinstance(a, (ir.Add, ir.Sub)):
+        return type(a)(_diag_terms(a.a, dmap), _diag_terms(a.b, dmap))
+    if isinstance(a, ir.Neg):
+        return ir.Neg(_diag_terms(a.a, dmap))
+    return ir.DiagV(a)
+
+
+def _tex(e):
+    from derivations.latex import to_latex
+    return to_latex(e)

@@ -35,6 +35,9 @@ class Stage:
     lines: List[Line] = field(default_factory=list)
     reads: List[str] = field(default_factory=list)     # boundary tiles read (scan)
     writes: List[str] = field(default_factory=list)    # boundary tiles written (intra)
+    # the split gradient stage's V reductions: (name, tile size, offsets in the tile, the
+    # dense value written) -- see red_layout
+    reds: List[tuple] = field(default_factory=list)
 
 
 def layout(shape) -> str:
@@ -46,7 +49,7 @@ def layout(shape) -> str:
 
 
 def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: str,
-           state_in_memory=False, extra_loads=(), extra_env=None) -> Stage:
+           state_in_memory=False, extra_loads=(), extra_env=None, dense_of=()) -> Stage:
     v = plan.variant
     dmap = dict(plan.defs)
     used = set()
@@ -103,7 +106,18 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
             env[n] = Val(f"b_{n}", val.shape, raw=val.raw, terms=val.terms, mix=val.mix)
     for n, e, c in finals:
         st.lines.append(Line(f"{n} = {to_latex(e)}   [claim {c.id}, {c.citation}]", f"b_{n}", pr.code(e)))
+    st.reds = [(n,) + red_layout(dmap[n].shape()) + (pr.dense(env[n]),) for n in dense_of]
     return st
+
+
+_RED_DIMS = {"C": ("o_t", "BT"), "Dk": ("o_k", "BK"), "1": ("o_one", "1")}
+
+
+def red_layout(shape):
+    """(elements per chunk, offsets of the tile's elements) of a V reduction in memory:
+    the whole padded block, row-major, fp32 ([NV, B * NT * H, size])."""
+    (ri, rn), (ci, cn) = (_RED_DIMS[d] for d in shape)
+    return f"{rn} * {cn}", f"{ri}[:, None] * {cn} + {ci}[None, :]"
 
 
 def stages(plan: Plan):
@@ -150,3 +164,22 @@ def gradient_stage(plan: Plan, bwd) -> Stage:
     loads, env = _backward_inputs()
     return _stage(ext, names, finals, reads, f"{plan.variant.name} gradient kernel", state_in_memory=True,
                   extra_loads=loads, extra_env=env)
+
+
+def split_gradient_stages(plan: Plan, bwd):
+    """The gradient stage as a V kernel and a K kernel (backward.split_gradients):
+    (V stage, K stage); each carries the V reductions it writes or reads in .reds."""
+    from . import backward
+    r = backward.split_gradients(plan, bwd)
+    loads, env = _backward_inputs()
+    name = plan.variant.name
+    vplan, vnames, vfinals, vreads = r["v"]
+    vst = _stage(vplan, vnames, vfinals, vreads, f"{name} gradient V kernel", state_in_memory=True,
+                 extra_loads=loads, extra_env=env, dense_of=[n for n, _ in r["reds"]])
+    kplan, knames, kfinals, kreads = r["k"]
+    kenv = dict(env, **{n: Val(f"b_{n}", e.shape()) for n, e in r["reds"]})
+    kst = _stage(kplan, knames, kfinals, kreads, f"{name} gradient K kernel", extra_loads=loads, extra_env=kenv)
+    kdefs = dict(kplan.defs)
+    used = set().union(*(var_names(kdefs[n]) for n in knames), *(var_names(e) for _, e, _ in kfinals))
+    kst.reds = [(n,) + red_layout(e.shape()) + (None,) for n, e in r["reds"] if n in used]
+    return vst, kst

@@ -28,14 +28,15 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     the backward claims (tests that print from deliberately broken derivations)."""
     plan = plan or load_variant(v, check=check)
     intra, scan, state, out = emit.stages(plan)
-    rev = grad = None
-    if v.backward:   # the backward claims are checked once, for both stages
+    rev = grad = gradv = gradk = None
+    if v.backward:   # the backward claims are checked once, for every stage
         bwd = backward_claims(v, plan.deriv, check=check)
         rev, grad = emit.reverse_stage(plan, bwd), emit.gradient_stage(plan, bwd)
+        gradv, gradk = emit.split_gradient_stages(plan, bwd)
     store_kind = {"k": "k", "v": "v", "gate_k": "k", "gate_h": "head", "head": "head"}
     dmap = dict(plan.defs)
     ctx = dict(
-        v=v, plan=plan, intra=intra, scan=scan, state_stage=state, out_stage=out, rev=rev, grad=grad,
+        v=v, plan=plan, intra=intra, scan=scan, state_stage=state, out_stage=out, rev=rev, grad=grad, gradv=gradv, gradk=gradk,
         grad_outs=[(a.name, store_kind[a.kind]) for a in v.args] if grad else [],
         layout={n: emit.layout(dmap[n].shape()) for n in plan.boundary}, logs=sorted(plan.logs),
         out=plan.program.output, state=plan.program.state,

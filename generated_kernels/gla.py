@@ -314,6 +314,143 @@ def _dgrad_kernel(q, k, v, do, in_Gamma, h, dh, d_q, d_k, d_v, d_g, scale, T, NT
         tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 
 
+# the gradient stage split in two (TILING grad_split): the V kernel computes the
+# gradients with a V dimension and writes each V reduction the others read (a product
+# or diagonal that sums over V, in the claims as printed above) per V block; the K
+# kernel reads them summed over the blocks and never touches a tile with a V dimension,
+# so neither holds the other's tiles (fewer registers, no spills across the whole chain)
+@triton.jit(do_not_specialize=["T", "NCH"])
+def _dgradv_kernel(q, k, v, do, in_Gamma, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, scale, T, NCH,
+                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+    # one program per (V block, chunk, batch*head); NCH = B * NT * H
+    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    o_one = tl.zeros([1], dtype=tl.int32)
+    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
+    p_hs = ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
+    b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
+    b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    # gC = \mathbf{\Gamma}_{[t]}^{C}
+    b_gC_log = tl.trans(b_Gamma_log_last)
+    b_gC = tl.exp(b_gC_log)
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Ql_f = b_Gamma_log
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}
+    b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
+    # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t]}^\top
+    b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
+    # vr2 = \mathbf{V}_{[t]} \delta \mathbf{S}_{[t]}^{C}
+    b_vr2 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
+    # vr3 = \mathbf{V}_{[t]} \delta \mathbf{O}_{[t]}^\top
+    b_vr3 = tl.dot(b_V.to(DT).to(CT), tl.trans(b_dO).to(DT).to(CT), input_precision=PREC)
+    # vr4 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)
+    b_vr4 = tl.sum(tl.trans(b_s) * tl.trans(b_ds), axis=1, keep_dims=True)
+    # g_v = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + \left(\overrightarrow{\mathbf{K}_{[t]}} \overleftarrow{\mathbf{Q}_{[t]}}^\top \odot \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]}   [claim gla.dV, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 178, row 3]
+    b_g_v = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(tl.trans(tl.trans(b_Q)), tl.trans(tl.trans(b_Ql_f)), tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+
+    tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    p_r = i_v.to(tl.int64) * NCH + (i_b * tl.cdiv(T, BT) + i_t) * H + i_h
+    tl.store(r_vr0 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]), b_vr0)
+    tl.store(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
+    tl.store(r_vr2 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]), b_vr2)
+    tl.store(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
+    tl.store(r_vr4 + p_r * (BK * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr4)
+
+
+@triton.jit(do_not_specialize=["T", "NCH"])
+def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g, scale, T, NCH,
+                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr):
+    # one program per (chunk, batch*head): the V reductions summed over the NV blocks
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = 0 * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    o_one = tl.zeros([1], dtype=tl.int32)
+    p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    b_vr0 = tl.load(r_vr0 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+    b_vr1 = tl.load(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_vr2 = tl.load(r_vr2 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_r) * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+    b_vr3 = tl.load(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_vr4 = tl.load(r_vr4 + p_r * (BK * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BK * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    # gC = \mathbf{\Gamma}_{[t]}^{C}
+    b_gC_log = tl.trans(b_Gamma_log_last)
+    b_gC = tl.exp(b_gC_log)
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Ql_f = b_Gamma_log
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # dQl = (\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t]}^\top) \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}}
+    b_dQl = (b_vr0 + tl.dot(tl.where(m_incl, b_vr1, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dKr = (\mathbf{V}_{[t]} \delta \mathbf{S}_{[t]}^{C}) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \left((\mathbf{V}_{[t]} \delta \mathbf{O}_{[t]}^\top) \odot \mathbf{M}^\top\right) \overleftarrow{\mathbf{Q}_{[t]}}
+    b_dKr = ((b_vr2 * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.where(m_upper, b_vr3, 0.).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
+    b_dK = ((b_vr2 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(b_vr3, b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2))
+    # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
+    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim gla.dQ, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 194]
+    b_g_q = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim gla.dK, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 190]
+    b_g_k = ((b_vr2 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(b_vr3, b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2))
+    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t]} \delta \mathbf{S}_{[t]}^{C}) \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top\right)   [claim gla.bwd.dlogalpha_grouped, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播]
+    b_g_g = tl.cumsum((((b_dQ * b_Q) - (b_dK * b_K)) + tl.where(m_last, tl.trans(((b_vr4 * tl.exp(b_gC_log)) + tl.sum(tl.trans((b_vr2 * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)), axis=0, reverse=True)
+
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+
+
 
 
 @explains_resources("chunk_gla", "forward")
@@ -425,11 +562,29 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
                                                num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     BVG = min(til.get("grad_BV", BV), BV_full)
     NV = triton.cdiv(V, BVG)
+    gtypes = kernel_types(q.dtype, q.device, til, "grad")
+    if til.get("grad_split"):
+        NCH = B * NT * H
+        r_vr0 = torch.empty(NV, NCH, BT * BK, dtype=torch.float32, device=q.device)
+        r_vr1 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
+        r_vr2 = torch.empty(NV, NCH, BT * BK, dtype=torch.float32, device=q.device)
+        r_vr3 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
+        r_vr4 = torch.empty(NV, NCH, BK * 1, dtype=torch.float32, device=q.device)
+        d_q = torch.empty_like(q)
+        d_k = torch.empty_like(k)
+        d_v = torch.empty_like(v)
+        d_g = torch.empty_like(g)
+        _dgradv_kernel[(NV, NT, B * H)](q, k, v, do, Gamma, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, scale, T, NCH,
+                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes,
+                                       num_warps=til["grad_warps"], num_stages=til["grad_stages"])
+        _dgradk_kernel[(NT, B * H)](q, k, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g, scale, T, NCH,
+                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV,
+                                   num_warps=til.get("gradk_warps") or til["grad_warps"], num_stages=til["grad_stages"])
+        return dict(q=d_q, k=d_k, v=d_v, g=d_g, initial_state=dh0)
     d_q = torch.empty((NV,) + tuple(q.shape), dtype=q.dtype if NV == 1 else torch.float32, device=q.device)
     d_k = torch.empty((NV,) + tuple(k.shape), dtype=k.dtype if NV == 1 else torch.float32, device=q.device)
     d_v = torch.empty_like(v)
     d_g = torch.empty((NV,) + tuple(g.shape), dtype=g.dtype if NV == 1 else torch.float32, device=q.device)
-    gtypes = kernel_types(q.dtype, q.device, til, "grad")
     for go in grad_launches(til, ARGS):
         _dgrad_kernel[(NV, NT, B * H)](q, k, v, do, Gamma, h, dh, d_q, d_k, d_v, d_g, scale, T, B * T * H,
                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, GO=go,

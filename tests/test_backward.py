@@ -234,3 +234,35 @@ def test_gate_gradient_rounding_bf16(name, bound):
                                                  "dplr_delta_rule": "input"}[name]
     err = rel_rms(got["gk" if name == "dplr_delta_rule" else "g"], want["g"])
     assert err <= bound, f"{name} bf16 d gate rel RMS {err:.2e}"
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("split", [False, True])
+def test_split_and_single_gradient_kernels(name, split, monkeypatch):
+    # TILING grad_split: the V kernel (V-blocked, writes the V reductions) and the K
+    # kernel (reads them summed over the blocks) against the fp64 recurrence, and the
+    # single gradient kernel likewise: three V blocks (V = 40), one, and a chunk whose
+    # decay underflows (the K kernel's gated products take their stable forms)
+    monkeypatch.setitem(module(name).TILING, "grad_split", split)
+    monkeypatch.setitem(module(name).TILING, "grad_BV", 16)
+    _check_grads(name, (1, 70, 2, 16, 40), 12, True, True)
+    monkeypatch.setitem(module(name).TILING, "grad_BV", 64)
+    _check_grads(name, (2, 45, 1, 32, 24), 13, True, False)
+    _check_grads(name, (1, 70, 1, 16, 24), 14, True, True, "underflow")
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_split_k_kernel_reads_no_v_tile(name):
+    # the split's K kernel never reads a tile with a V dimension (v, do, U, h, dh): every
+    # sum over V reaches it as a V reduction written by the V kernel
+    import inspect
+    m = module(name)
+    params = list(inspect.signature(m._dgradk_kernel.fn).parameters)
+    assert not {"v", "do", "h", "dh", "in_U", "in_C"} & set(params), params
+    reds = [p for p in params if p.startswith("r_vr")]
+    assert reds and set(reds) <= set(inspect.signature(m._dgradv_kernel.fn).parameters)
+    # and each one is a subexpression of a checked claim, printed in the V kernel
+    src = inspect.getsource(m._dgradv_kernel.fn)
+    for r in reds:
+        assert f"# {r[2:]} = " in src and f"tl.store({r} " in src
