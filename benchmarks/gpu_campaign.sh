@@ -5,7 +5,8 @@
 #         "variant tag [--fla] [@SECONDS] [KEY=VALUE ...]"), each line bounded by what is left;
 #   GPU 1 (no timing): the fuzz campaign, one process per variant (FUZZ_EXAMPLES per
 #         property, FUZZ_DTYPE; 0 skips it), and `pytest -m gpu`, one process per variant,
-#         side by side.
+#         side by side (GPU_TESTS=0 skips the tests); with GPU1_SPEC, a second timing
+#         spec (r/gpu1/sweep.md) beside them.
 # Writes $OUT/results.tar (r/sweep.md, r/sweep.log, r/sweep_json/, r/fuzz/, r/gpu_tests_<variant>.log)
 # and $OUT/tcache.part* (benchmarks/tcache.sh: copy them into .tcache/ and carry .tcache
 # next time).  Carry .whl.
@@ -28,9 +29,14 @@ left() { echo $((DEADLINE - (SECONDS - T0))); }
             --dtype "${FUZZ_DTYPE:-bf16}" --examples "${FUZZ_EXAMPLES:-40}" --quiet --save "$R/fuzz/failures_$v.json" \
             --out "$R/fuzz/$v.md" > "$R/fuzz/$v.log" 2>&1 &
     done
+    # a second timing spec (GPU1_SPEC) runs here, one process at a time, beside the rest
+    if [ -n "${GPU1_SPEC:-}" ]; then
+        DEADLINE=$(left) bash benchmarks/sweep.sh "$GPU1_SPEC" "$R/gpu1" "$(left)" > /dev/null 2>&1 &
+    fi
     # one pytest process per variant: compiles are CPU-bound and single-threaded, and a run
     # cut at the deadline still reports every variant's tests so far
     for v in gla gated_delta_rule kda dplr_delta_rule; do
+        [ "${GPU_TESTS:-1}" = 0 ] && continue
         timeout -k 10 "$(( $(left) - 20 ))" python3 -m pytest -m gpu -k "$v" -v --tb=short -p no:cacheprovider tests \
             > "$R/gpu_tests_$v.log" 2>&1 &
     done
@@ -42,7 +48,8 @@ gpu1=$!
 CUDA_VISIBLE_DEVICES=0 DEADLINE=$(left) bash benchmarks/sweep.sh "${FWDBWD_SPEC:-benchmarks/sweeps/final.txt}" "$R" "$(left)"
 wait "$gpu1"
 echo "done at $((SECONDS - T0)) s"
-tail -n 3 "$R"/fuzz/*.log "$R"/gpu_tests_*.log
+tail -n 3 "$R"/fuzz/*.log "$R"/gpu_tests_*.log 2>/dev/null
+[ -f "$R/gpu1/sweep.log" ] && cat "$R/gpu1/sweep.log"
 tar -C "$OUT" -cf "$OUT/results.tar" r && rm -rf "$R"
 tcache_pack "$OUT"
 ls -la "$OUT"
