@@ -31,7 +31,11 @@ while read -r variant tag rest; do
     [ "$fla" = 1 ] || args+=(--no-fla)
     [ "$lim" -gt 20 ] || break
     echo "== $variant [$tag] ${rest:-defaults} (limit $lim s, at $((SECONDS - T0)) s)"
-    timeout -k 10 "$lim" python3 benchmarks/fwdbwd_vs_fla.py "${args[@]}" 2>&1 | grep -v -i warn | grep '^\['
+    # the whole output goes to a per-line log; a line that fails shows its last lines
+    timeout -k 10 "$lim" python3 benchmarks/fwdbwd_vs_fla.py "${args[@]}" > "$out/line.log" 2>&1
+    rc=$?
+    grep '^\[' "$out/line.log"
+    [ "$rc" = 0 ] || { echo "   (exit $rc)"; grep -v -i warn "$out/line.log" | grep -v '^\[' | tail -n 4; }
     python3 benchmarks/fwdbwd_vs_fla.py --table "$out/sweep_json" --out "$out/sweep.md" >/dev/null
     tar -C "$out" -cf "$out/sweep_json.tar" sweep_json
 done < "$spec" 2>&1 | tee "$out/sweep.log"

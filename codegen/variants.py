@@ -92,12 +92,16 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # of 64, over the H200's 227 KB (246 / 238 KB even in two launches), 156 KB at chunks of 32: the delta-rule variants take chunks of 32 for fp32
 # (fp32 products are FMA loops; speed is not what fp32 inputs are for).  KDA's and DPLR's
 # fp32 backward has not been run on the GPU.
+# grad_split: the gradient stage as a V kernel and a K kernel (codegen/backward.py
+# split_gradients; gradk_warps sizes the K kernel, None: grad_warps) instead of one kernel;
+# grad_groups applies to the single kernel only.
 # keep_forward: autograd keeps the forward's intra tiles and (split schedule) its chunk
 # states h for the backward instead of recomputing them: at (4, 4096, 16, 128) bf16 that
 # is h's 134 MB plus W/U/Gamma, for the intra kernel and the state scan that the backward
 # would run again (about 0.8 ms of GDN's and 1.2 ms of KDA's measured forward + backward).
 _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1,
            "grad_BV": 128, "grad_warps": 8, "grad_stages": 1, "grad_groups": None, "grad_dots": None,
+           "grad_split": False, "gradk_warps": None,
            "dstate_dots": None,
            "out_warps": 4, "out_stages": 2, "computed_dots": "tf32", "inverse16": "tf32", "gate_products": "stable",
            "fp32_products": "ieee",
