@@ -76,7 +76,7 @@ def ptxas_usage(ptx, arch):
 
 def compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target):
     # each kernel with the product types the generated module launches it with
-    grad = kname in ("_dgrad_kernel", "_dgradv_kernel", "_dgradk_kernel")
+    grad = kname in ("_dgrad_kernel", "_dgradv_kernel", "_dgradk_kernel", "_dgradc_kernel", "_dgradkb_kernel")
     stage = "dstate" if kname == "_dstate_kernel" else ("grad" if grad else None)
     types = _runtime.kernel_types(TORCH_DTYPES[args.dtype], torch.device("cuda"), til, stage)
     consts = dict(K=args.K, V=args.V, BT=BT, BK=BK, BV=BVF if kname == "_intra_kernel" else BV, **types)
@@ -85,14 +85,18 @@ def compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target):
         consts.update(BV=min(til["grad_BV"], BVF))
     if go is not None:
         consts.update(GO=go)
-    if kname == "_dgradk_kernel":
-        consts.update(NV=-(-args.V // consts["BV"]))
+    if kname in ("_dgradv_kernel", "_dgradk_kernel", "_dgradc_kernel", "_dgradkb_kernel"):
+        consts.update(BKF=BK)
+        if kname != "_dgradv_kernel":
+            consts.update(NV=-(-args.V // consts["BV"]))
+        if kname == "_dgradkb_kernel":    # blocked over K (TILING grad_ksplit)
+            consts.update(BK=min(til.get("grad_ksplit") or BK, BK))
     label = kname if go is None else f"{kname}[GO={go}]"
     t0 = time.time()
     try:
         src = ASTSource(fn, signature(fn, args.dtype, consts), constexprs=consts)
         opts = {"num_warps": til[role + "_warps"], "num_stages": til[role + "_stages"]}
-        if kname == "_dgradk_kernel" and til.get("gradk_warps"):
+        if kname in ("_dgradk_kernel", "_dgradc_kernel", "_dgradkb_kernel") and til.get("gradk_warps"):
             opts["num_warps"] = til["gradk_warps"]
         k = triton.compile(src, target=target, options=opts)
         print(f"{v:18s} {label:22s} ok   {time.time() - t0:6.1f} s  shared {k.metadata.shared} B"
@@ -127,7 +131,7 @@ def main():
         til = _runtime.effective_tiling(mod.TILING, tdt, args.K, args.V)
         BT, BK, BVF, BV = _runtime.block_sizes(args.K, args.V, til["BT"], til["BV"])
         for kname in ("_intra_kernel", "_scan_kernel", "_state_kernel", "_out_kernel", "_dstate_kernel",
-                      "_dgrad_kernel", "_dgradv_kernel", "_dgradk_kernel"):
+                      "_dgrad_kernel", "_dgradv_kernel", "_dgradk_kernel", "_dgradc_kernel", "_dgradkb_kernel"):
             fn = getattr(mod, kname, None)
             if fn is None or (args.kernels and kname not in args.kernels.split(",")):
                 continue

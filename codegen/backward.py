@@ -227,7 +227,92 @@ def split_gradients(plan: Plan, bwd):
                                f"which reads a tile with a Dv dimension")
     kplan = dataclasses.replace(kbase, defs=kfwd_defs + [(n, kadj[n]) for n in adj_k])
     return dict(v=(vplan, fwd + adj + [n for n, _ in red_list], v_finals, reads),
-                k=(kplan, fwd_k + adj_k, k_finals, reads_k), reds=red_list)
+                k=(kplan, fwd_k + adj_k, k_finals, reads_k), reds=red_list,
+                kparts=(kbase, kadj, given, k_finals))
+
+
+def split_k(plan: Plan, bwd):
+    """The split gradient stage's K kernel once more in two (TILING grad_ksplit): a C
+    kernel, one program per chunk, computes every tile without a Dk dimension that the
+    gradients with one read and that depends on a Dk-wide tile (the inverse, delta A,
+    delta X, ...: named definitions, kept whole; an unnamed product over Dk gets a name
+    kr<i>) and the gradients without a Dk dimension; a KB kernel, blocked over Dk like
+    the V kernel over Dv, reads those and computes the gradients with a Dk dimension,
+    each K block exactly (no product in it sums over Dk).
+
+    Returns dict(v=..., reds=... as split_gradients, c=(plan, names, finals, reads),
+    kb=(plan, names, finals, reads), mats=[(name, expr)] the C kernel writes)."""
+    r = split_gradients(plan, bwd)
+    kbase, kadj, given_v, k_finals = r["kparts"]
+    dmap = dict(kbase.defs)
+    dmap.update(kadj)
+    stored = set(kbase.boundary)
+    has_k = lambda e: "Dk" in e.shape()     # noqa: E731
+    memo = {}
+
+    def kdep(e):
+        """e's value reads a tile with a Dk dimension (other than by a V reduction)."""
+        if has_k(e):
+            return True
+        if isinstance(e, ir.Var):
+            if e.name in given_v or e.name in stored or e.name not in dmap:
+                return False
+            if e.name not in memo:
+                memo[e.name] = False
+                memo[e.name] = kdep(dmap[e.name])
+            return memo[e.name]
+        return any(kdep(c) for c in e.children())
+
+    mats, kbdefs = {}, {}
+
+    def sub(e):
+        if not kdep(e):
+            return e
+        if isinstance(e, ir.Var):
+            if has_k(e):
+                if e.name in dmap and e.name not in stored and e.name not in kbdefs:
+                    kbdefs[e.name] = None
+                    kbdefs[e.name] = sub(dmap[e.name])
+            else:
+                mats.setdefault(e.name, e)
+            return e
+        if not has_k(e) and any(has_k(c) for c in e.children()):
+            key = repr(e)
+            if key not in mats:
+                n = sum(1 for m in mats.values() if isinstance(m, tuple))
+                mats[key] = (ir.Var(f"kr{n}", *e.shape(), "(" + _tex(e) + ")"), e)
+            return mats[key][0]
+        return _rebuild(e, sub)
+
+    kb_finals = [(n, sub(e), c) for n, e, c in k_finals if has_k(e)]
+    c_finals = [f for f in k_finals if not has_k(f[1])]
+    mat_list = []          # (name, expr computed by the C kernel)
+    for key, m in mats.items():
+        if isinstance(m, tuple):
+            mat_list.append((m[0].name, m[1]))
+        else:
+            mat_list.append((m.name, m))
+    # the C kernel: full Dk, one program per chunk
+    unnamed = [(n, e) for n, e in mat_list if n not in dmap]
+    fwd_c, adj_c, reads_c = _collect(kbase, kadj, [e for _, e in mat_list] + [e for _, e, _ in c_finals],
+                                     "gradient C kernel", allow_state=False, given=given_v)
+    cplan = dataclasses.replace(kbase, defs=list(kbase.defs) + [(n, kadj[n]) for n in adj_c] + unnamed)
+    # the KB kernel: blocked over Dk, the C kernel's tiles read from memory
+    kb_defs = [(n, kbdefs.get(n) or e) for n, e in kbase.defs]
+    kb_adj = {n: (kbdefs.get(n) or e) for n, e in kadj.items()}
+    given = set(given_v) | {n for n, _ in mat_list}
+    kbb = dataclasses.replace(kbase, defs=kb_defs)
+    fwd_b, adj_b, reads_b = _collect(kbb, kb_adj, [e for _, e, _ in kb_finals], "gradient KB kernel",
+                                     allow_state=False, given=given)
+    for n in fwd_b + adj_b:
+        e = kb_adj[n] if n in kb_adj else dict(kb_defs)[n]
+        if not has_k(e) and kdep(ir.Var(n, *e.shape())):
+            raise CodegenError(f"the gradient KB kernel of {plan.variant.name} would compute {n}, "
+                               f"a sum over Dk that a K block holds only in part")
+    kbplan = dataclasses.replace(kbb, defs=kb_defs + [(n, kb_adj[n]) for n in adj_b])
+    return dict(v=r["v"], reds=r["reds"], mats=mat_list,
+                c=(cplan, fwd_c + adj_c + [n for n, _ in unnamed], c_finals, reads_c),
+                kb=(kbplan, fwd_b + adj_b, kb_finals, reads_b))
 
 
 def _diag_terms(a, dmap):

@@ -34,6 +34,8 @@ class Stage:
     loads: List[Load] = field(default_factory=list)
     lines: List[Line] = field(default_factory=list)
     reads: List[str] = field(default_factory=list)     # boundary tiles read (scan)
+    mats: List[tuple] = field(default_factory=list)    # the C kernel's tiles written, as reds
+    finals: List[str] = field(default_factory=list)    # the final values printed (g_<arg>, ...)
     writes: List[str] = field(default_factory=list)    # boundary tiles written (intra)
     # the split gradient stage's V reductions: (name, tile size, offsets in the tile, the
     # dense value written) -- see red_layout
@@ -107,15 +109,17 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
     for n, e, c in finals:
         st.lines.append(Line(f"{n} = {to_latex(e)}   [claim {c.id}, {c.citation}]", f"b_{n}", pr.code(e)))
     st.reds = [(n,) + red_layout(dmap[n].shape()) + (pr.dense(env[n]),) for n in dense_of]
+    st.finals = [n for n, _, _ in finals]
     return st
 
 
-_RED_DIMS = {"C": ("o_t", "BT"), "Dk": ("o_k", "BK"), "1": ("o_one", "1")}
+_RED_DIMS = {"C": ("o_t", "BT"), "Dk": ("o_k", "BKF"), "1": ("o_one", "1")}
 
 
 def red_layout(shape):
     """(elements per chunk, offsets of the tile's elements) of a V reduction in memory:
-    the whole padded block, row-major, fp32 ([NV, B * NT * H, size])."""
+    the whole padded block, row-major, fp32 ([NV, B * NT * H, size]).  BKF is the padded
+    Dk; a kernel blocked over Dk reads its block (o_k) of each row."""
     (ri, rn), (ci, cn) = (_RED_DIMS[d] for d in shape)
     return f"{rn} * {cn}", f"{ri}[:, None] * {cn} + {ci}[None, :]"
 
@@ -179,7 +183,32 @@ def split_gradient_stages(plan: Plan, bwd):
     kplan, knames, kfinals, kreads = r["k"]
     kenv = dict(env, **{n: Val(f"b_{n}", e.shape()) for n, e in r["reds"]})
     kst = _stage(kplan, knames, kfinals, kreads, f"{name} gradient K kernel", extra_loads=loads, extra_env=kenv)
-    kdefs = dict(kplan.defs)
-    used = set().union(*(var_names(kdefs[n]) for n in knames), *(var_names(e) for _, e, _ in kfinals))
-    kst.reds = [(n,) + red_layout(e.shape()) + (None,) for n, e in r["reds"] if n in used]
+    kst.reds = _reds_read(kplan, knames, kfinals, r["reds"])
     return vst, kst
+
+
+def split_k_stages(plan: Plan, bwd):
+    """The C and KB kernels of backward.split_k: (C stage, KB stage), each with the
+    tiles it reads in .reds (the V reductions, and for KB the C kernel's tiles) and the
+    C stage with the tiles it writes in .mats."""
+    from . import backward
+    r = backward.split_k(plan, bwd)
+    loads, env = _backward_inputs()
+    name = plan.variant.name
+    renv = {n: Val(f"b_{n}", e.shape()) for n, e in r["reds"]}
+    cplan, cnames, cfinals, creads = r["c"]
+    cst = _stage(cplan, cnames, cfinals, creads, f"{name} gradient C kernel", extra_loads=loads,
+                 extra_env=dict(env, **renv), dense_of=[n for n, _ in r["mats"]])
+    cst.mats, cst.reds = cst.reds, _reds_read(cplan, cnames, cfinals, r["reds"])
+    bplan, bnames, bfinals, breads = r["kb"]
+    menv = {n: Val(f"b_{n}", e.shape()) for n, e in r["mats"]}
+    bst = _stage(bplan, bnames, bfinals, breads, f"{name} gradient KB kernel", extra_loads=loads,
+                 extra_env=dict(env, **renv, **menv))
+    bst.reds = _reds_read(bplan, bnames, bfinals, list(r["reds"]) + list(r["mats"]))
+    return cst, bst
+
+
+def _reds_read(plan, names, finals, tiles):
+    defs = dict(plan.defs)
+    used = set().union(*(var_names(defs[n]) for n in names), *(var_names(e) for _, e, _ in finals))
+    return [(n,) + red_layout(e.shape()) + (None,) for n, e in tiles if n in used]

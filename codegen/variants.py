@@ -94,14 +94,16 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # fp32 backward has not been run on the GPU.
 # grad_split: the gradient stage as a V kernel and a K kernel (codegen/backward.py
 # split_gradients; gradk_warps sizes the K kernel, None: grad_warps) instead of one kernel;
-# grad_groups applies to the single kernel only.
+# grad_groups applies to the single kernel only.  grad_ksplit (a K block size, or None):
+# the split's K kernel as a C kernel (the C x C tiles that need whole K rows, and the
+# gradients without a K dimension) and a KB kernel blocked over K (split_k).
 # keep_forward: autograd keeps the forward's intra tiles and (split schedule) its chunk
 # states h for the backward instead of recomputing them: at (4, 4096, 16, 128) bf16 that
 # is h's 134 MB plus W/U/Gamma, for the intra kernel and the state scan that the backward
 # would run again (about 0.8 ms of GDN's and 1.2 ms of KDA's measured forward + backward).
 _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1,
            "grad_BV": 128, "grad_warps": 8, "grad_stages": 1, "grad_groups": None, "grad_dots": None,
-           "grad_split": False, "gradk_warps": None,
+           "grad_split": False, "gradk_warps": None, "grad_ksplit": None,
            "dstate_dots": None,
            "out_warps": 4, "out_stages": 2, "computed_dots": "tf32", "inverse16": "tf32", "gate_products": "stable",
            "fp32_products": "ieee",
@@ -114,7 +116,7 @@ VARIANTS: List[Variant] = [
     Variant("gla", "chunk_gla", "gla", "gla_chunk", "gla.O", "gla.S_C",
             _QKV + (Arg("g", "Alpha", "gate_k"),),
             "S_t = S_{t-1} Diag(exp g_t) + v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING, computed_dots="tf32_mixed", grad_dots="tf32"),
+            dict(_TILING, computed_dots="tf32_mixed", grad_dots="tf32", grad_split=True),
             dict(dS="gla.dS", dS_prev="gla.bwd.dS_prev",
                  grads=dict(q="gla.dQ", k="gla.dK", v="gla.dV", g="gla.bwd.dlogalpha_grouped"),
                  inner=["gla.dQl", "gla.dKr"])),
@@ -122,7 +124,8 @@ VARIANTS: List[Variant] = [
             "gdn.bwd.fwd_O", "gdn.bwd.fwd_S",
             _QKV + (Arg("g", "Alpha", "gate_h"), Arg("beta", "Beta", "head")),
             "S_t = S_{t-1} exp(g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING, dstate_dots="tf32_mixed", grad_dots="input", fp32=_FP32_DELTA),
+            dict(_TILING, dstate_dots="tf32_mixed", grad_dots="input", grad_split=True, grad_ksplit=64,
+                 fp32=_FP32_DELTA),
             dict(dS="gdn.bwd.dS_rec", dS_prev="gdn.bwd.dS_prev",
                  grads=dict(q="gdn.bwd.dQ", k="gdn.bwd.dK", v="gdn.bwd.dV", g="gdn.bwd.dlogalpha_pairs",
                             beta="gdn.bwd.dbeta"),
@@ -131,8 +134,8 @@ VARIANTS: List[Variant] = [
     Variant("kda", "chunk_kda", "kda", "kda_chunk", "kda.O", "kda.S",
             _QKV + (Arg("g", "Alpha", "gate_k"), Arg("beta", "Beta", "head")),
             "S_t = S_{t-1} Diag(exp g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING, grad_BV=64, computed_dots="tf32_mixed", grad_dots="tf32",
-                 fp32=_FP32_DELTA),
+            dict(_TILING, grad_BV=64, computed_dots="tf32_mixed", grad_dots="tf32", grad_split=True,
+                 grad_ksplit=32, fp32=_FP32_DELTA),
             dict(dS="kda.dS", dS_prev="kda.bwd.dS_prev",
                  grads=dict(q="kda.dQ", k="kda.dK", v="kda.dV", g="kda.dlogAlpha", beta="kda.dBeta"),
                  inner=["kda.dU", "kda.dVnew", "kda.dW", "kda.dQl", "kda.dAt", "kda.dXt", "kda.dKl",
@@ -141,7 +144,7 @@ VARIANTS: List[Variant] = [
             "dplr.fla.O", "dplr.fla.S",
             _QKV + (Arg("a", "A", "k"), Arg("b", "B", "k"), Arg("gk", "Alpha", "gate_k")),
             "S_t = S_{t-1} (Diag(exp gk_t) + a_t b_t^T) + v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING, grad_BV=64, grad_dots="input", grad_groups=[["q", "k", "v"], ["a", "b"], ["gk"]],
+            dict(_TILING, grad_BV=64, grad_dots="tf32", grad_split=True, grad_ksplit=32,
                  fp32=_FP32_DELTA),
             dict(dS="dplr.fla.dS", dS_prev="dplr.fla.dS_prev",
                  grads=dict(q="dplr.fla.dQ", k="dplr.fla.dK", v="dplr.fla.dV", a="dplr.fla.da",

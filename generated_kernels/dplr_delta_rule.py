@@ -11,7 +11,7 @@ import triton.language as tl
 
 from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, effective_tiling, explains_resources, grad_launches, kernel_types, needs_grad, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 64, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': [['q', 'k', 'v'], ['a', 'b'], ['gk']], 'grad_dots': 'input', 'grad_split': False, 'gradk_warps': None, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 64, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': 32, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate_k'))
 
 
@@ -429,7 +429,7 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_v, r_vr
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BKF: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -512,15 +512,15 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_v, r_vr
 
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
     p_r = i_v.to(tl.int64) * NCH + (i_b * tl.cdiv(T, BT) + i_t) * H + i_h
-    tl.store(r_vr0 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]), b_vr0)
+    tl.store(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
     tl.store(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
     tl.store(r_vr2 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr2)
     tl.store(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
-    tl.store(r_vr4 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]), b_vr4)
-    tl.store(r_vr5 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]), b_vr5)
+    tl.store(r_vr4 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr4)
+    tl.store(r_vr5 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr5)
     tl.store(r_vr6 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr6)
-    tl.store(r_vr7 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]), b_vr7)
-    tl.store(r_vr8 + p_r * (BK * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr8)
+    tl.store(r_vr7 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr7)
+    tl.store(r_vr8 + p_r * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr8)
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
@@ -528,7 +528,7 @@ def _dgradk_kernel(q, k, gk, a, b, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, 
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (chunk, batch*head): the V reductions summed over the NV blocks
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -547,9 +547,9 @@ def _dgradk_kernel(q, k, gk, a, b, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, 
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
     p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+    b_vr0 = tl.load(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     b_vr1 = tl.load(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
@@ -559,21 +559,22 @@ def _dgradk_kernel(q, k, gk, a, b, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, 
     b_vr3 = tl.load(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr4 = tl.load(r_vr4 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+    b_vr4 = tl.load(r_vr4 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
-    b_vr5 = tl.load(r_vr5 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr5 = tl.load(r_vr5 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_r) * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     b_vr6 = tl.load(r_vr6 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr7 = tl.load(r_vr7 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+    b_vr7 = tl.load(r_vr7 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr7 += tl.load(r_vr7 + (i_r * NCH + p_r) * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
-    b_vr8 = tl.load(r_vr8 + p_r * (BK * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+        b_vr7 += tl.load(r_vr7 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr8 = tl.load(r_vr8 + p_r * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr8 += tl.load(r_vr8 + (i_r * NCH + p_r) * (BK * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+        b_vr8 += tl.load(r_vr8 + (i_r * NCH + p_r) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+
     b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_Alpha_log = tl.load(gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
@@ -608,6 +609,177 @@ def _dgradk_kernel(q, k, gk, a, b, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, 
     b_dE = ((-tl.dot(b_vr6.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
     # dF = -\mathbf{E}_{[t]}^\top \delta \mathbf{E}_{[t]} \mathbf{E}_{[t]}^\top
     b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dE.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2))
+    # dBl = \mathbf{E}_{[t]}^\top \delta \mathbf{W}_{[t]} - \left((\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top) \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{A}_{[t]}}
+    b_dBl = ((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) - tl.dot(tl.where(m_strict, b_vr3, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_strict, b_dF, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dAr = \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + (\mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
+    b_dAr = ((tl.dot(tl.trans(tl.where(m_incl, b_vr2, 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(tl.where(m_strict, b_dF, 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + (b_vr7 * tl.exp(tl.trans(b_gC_log))))
+    # dA = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
+    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
+    # dB = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
+    b_dB = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
+    b_dK = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
+    b_dQ = (((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dQ, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
+    b_g_q = (((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dK, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
+    b_g_k = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    # g_a = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)   [claim dplr.fla.da, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
+    b_g_a = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
+    # g_b = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.db, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
+    b_g_b = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    # g_gk = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} - \delta \mathbf{B}_{[t]} \odot \mathbf{B}_{[t]} + \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^C\right)) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C) \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + (\mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C) \odot \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) + \text{suffix\_sum}_{row}\left(\delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}   [claim dplr.fla.dlogalpha.grouped, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
+    b_g_gk = (tl.cumsum(((((((b_dQ * b_Q) - (b_dK * b_K)) - (b_dB * b_B)) + (b_dA * b_A)) + tl.where(m_last, tl.trans(((b_vr8 * tl.exp(b_gC_log)) + tl.sum(tl.trans(((b_vr4 * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log))))) + (b_vr7 * (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log))))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)) - (b_dA * b_A)), axis=0, reverse=True) + (tl.cumsum((b_dA * b_A), axis=0, reverse=True) - (b_dA * b_A)))
+
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_a + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_a.to(d_a.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_b.to(d_b.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_gk.to(d_gk.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+
+
+# the K kernel once more in two (TILING grad_ksplit): the C kernel computes the C x C
+# tiles (and the gradients without a K dimension) that depend on whole K rows, the KB
+# kernel, blocked over K, computes the gradients with a K dimension from them
+@triton.jit(do_not_specialize=["T", "NCH"])
+def _dgradc_kernel(k, gk, a, b, in_Gamma, r_vr5, r_vr6, w_E, w_dF, scale, T, NCH,
+                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+    # one program per (chunk, batch*head)
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = 0 * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    o_one = tl.zeros([1], dtype=tl.int32)
+    p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    b_vr5 = tl.load(r_vr5 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr6 = tl.load(r_vr6 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_Alpha_log = tl.load(gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Alpha_log_last = tl.load(gk + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_A = tl.load(a + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_B = tl.load(b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Ar_f = (-b_Gamma_log)
+    # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)  (a tile times a gate factor: the tile)
+    b_Bl_c = (-b_A.to(tl.float32))
+    b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
+    # F = \mathbf{I} + \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
+    b_F = (tl.where(m_eye, 1.0, 0.) + _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_B), tl.trans(b_Ar_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))
+    # E = \left(\mathbf{F}_{[t]}\right)^{-1}
+    b_E = _inv_unit_lower(b_F, m_strict, m_eye, BT, IPREC)
+    # dW = -(\delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C})
+    b_dW = (-b_vr5)
+    # dE = -(\delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top) \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top + \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}^\top
+    b_dE = ((-tl.dot(b_vr6.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
+    # dF = -\mathbf{E}_{[t]}^\top \delta \mathbf{E}_{[t]} \mathbf{E}_{[t]}^\top
+    b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dE.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2))
+
+    tl.store(w_E + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_E)
+    tl.store(w_dF + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dF)
+
+
+@triton.jit(do_not_specialize=["T", "NCH"])
+def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr7, r_vr8, r_E, r_dF, d_q, d_k, d_a, d_b, d_gk, scale, T, NCH,
+                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+    # one program per (K block of BK, chunk, batch*head); BKF: the padded K of the tiles
+    # in memory
+    i_k, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = i_k * BK + tl.arange(0, BK)
+    o_v = 0 * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    o_one = tl.zeros([1], dtype=tl.int32)
+    p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    b_vr0 = tl.load(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr1 = tl.load(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_vr2 = tl.load(r_vr2 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_vr3 = tl.load(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_vr4 = tl.load(r_vr4 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr5 = tl.load(r_vr5 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr7 = tl.load(r_vr7 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr7 += tl.load(r_vr7 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr8 = tl.load(r_vr8 + p_r * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr8 += tl.load(r_vr8 + (i_r * NCH + p_r) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+    b_E = tl.load(r_E + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_dF = tl.load(r_dF + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_Alpha_log = tl.load(gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Alpha_log_last = tl.load(gk + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_A = tl.load(a + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_B = tl.load(b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    # gC = \mathbf{\Gamma}_{[t]}^{C}
+    b_gC_log = tl.trans(b_Gamma_log_last)
+    b_gC = tl.exp(b_gC_log)
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Ql_f = b_Gamma_log
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Ar_f = (-b_Gamma_log)
+    # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)  (a tile times a gate factor: the tile)
+    b_Bl_c = (-b_A.to(tl.float32))
+    b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
+    # dQl = (\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top) \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}} + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top) \odot \mathbf{M}\right) \overrightarrow{\mathbf{A}_{[t]}}
+    b_dQl = ((b_vr0 + tl.dot(tl.where(m_incl, b_vr1, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_incl, b_vr2, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dKr = \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} - \left((\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top) \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + (\mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
+    b_dKr = ((tl.dot(tl.trans(tl.where(m_incl, b_vr1, 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) - tl.dot(tl.trans(tl.where(m_strict, b_vr3, 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + (b_vr4 * tl.exp(tl.trans(b_gC_log))))
+    # dW = -(\delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C})
+    b_dW = (-b_vr5)
     # dBl = \mathbf{E}_{[t]}^\top \delta \mathbf{W}_{[t]} - \left((\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top) \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{A}_{[t]}}
     b_dBl = ((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) - tl.dot(tl.where(m_strict, b_vr3, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_strict, b_dF, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dAr = \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + (\mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
@@ -759,16 +931,16 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     NV = triton.cdiv(V, BVG)
     gtypes = kernel_types(q.dtype, q.device, til, "grad")
     if til.get("grad_split"):
-        NCH = B * NT * H
-        r_vr0 = torch.empty(NV, NCH, BT * BK, dtype=torch.float32, device=q.device)
+        NCH, BKF = B * NT * H, BK
+        r_vr0 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
         r_vr1 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
         r_vr2 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
         r_vr3 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
-        r_vr4 = torch.empty(NV, NCH, BT * BK, dtype=torch.float32, device=q.device)
-        r_vr5 = torch.empty(NV, NCH, BT * BK, dtype=torch.float32, device=q.device)
+        r_vr4 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
+        r_vr5 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
         r_vr6 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
-        r_vr7 = torch.empty(NV, NCH, BT * BK, dtype=torch.float32, device=q.device)
-        r_vr8 = torch.empty(NV, NCH, BK * 1, dtype=torch.float32, device=q.device)
+        r_vr7 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
+        r_vr8 = torch.empty(NV, NCH, BKF * 1, dtype=torch.float32, device=q.device)
         d_q = torch.empty_like(q)
         d_k = torch.empty_like(k)
         d_v = torch.empty_like(v)
@@ -776,11 +948,23 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
         d_b = torch.empty_like(b)
         d_gk = torch.empty_like(gk)
         _dgradv_kernel[(NV, NT, B * H)](q, k, v, gk, a, b, do, Gamma, W, C, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, scale, T, NCH,
-                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes,
+                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, BKF=BK,
                                        num_warps=til["grad_warps"], num_stages=til["grad_stages"])
+        kwarps = til.get("gradk_warps") or til["grad_warps"]
+        if til.get("grad_ksplit"):
+            BKB = min(til["grad_ksplit"], BK)
+            r_E = torch.empty(NCH, BT * BT, dtype=torch.float32, device=q.device)
+            r_dF = torch.empty(NCH, BT * BT, dtype=torch.float32, device=q.device)
+            _dgradc_kernel[(NT, B * H)](k, gk, a, b, Gamma, r_vr5, r_vr6, r_E, r_dF, scale, T, NCH,
+                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
+                                       num_warps=kwarps, num_stages=til["grad_stages"])
+            _dgradkb_kernel[(triton.cdiv(K, BKB), NT, B * H)](q, k, gk, a, b, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr7, r_vr8, r_E, r_dF, d_q, d_k, d_a, d_b, d_gk, scale, T, NCH,
+                                                             H=H, K=K, V=V, BT=BT, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK,
+                                                             num_warps=kwarps, num_stages=til["grad_stages"])
+            return dict(q=d_q, k=d_k, v=d_v, a=d_a, b=d_b, gk=d_gk, initial_state=dh0)
         _dgradk_kernel[(NT, B * H)](q, k, gk, a, b, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, d_q, d_k, d_a, d_b, d_gk, scale, T, NCH,
-                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV,
-                                   num_warps=til.get("gradk_warps") or til["grad_warps"], num_stages=til["grad_stages"])
+                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
+                                   num_warps=kwarps, num_stages=til["grad_stages"])
         return dict(q=d_q, k=d_k, v=d_v, a=d_a, b=d_b, gk=d_gk, initial_state=dh0)
     d_q = torch.empty((NV,) + tuple(q.shape), dtype=q.dtype if NV == 1 else torch.float32, device=q.device)
     d_k = torch.empty((NV,) + tuple(k.shape), dtype=k.dtype if NV == 1 else torch.float32, device=q.device)

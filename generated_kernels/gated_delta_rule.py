@@ -11,7 +11,7 @@ import triton.language as tl
 
 from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, effective_tiling, explains_resources, grad_launches, kernel_types, needs_grad, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 128, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'input', 'grad_split': False, 'gradk_warps': None, 'dstate_dots': 'tf32_mixed', 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 128, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'input', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': 64, 'dstate_dots': 'tf32_mixed', 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_h'), ('beta', 'head'))
 
 
@@ -380,7 +380,7 @@ def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_Wl, in_U, h, dh, d_v, r_vr0, 
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BKF: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -449,11 +449,11 @@ def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_Wl, in_U, h, dh, d_v, r_vr0, 
 
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
     p_r = i_v.to(tl.int64) * NCH + (i_b * tl.cdiv(T, BT) + i_t) * H + i_h
-    tl.store(r_vr0 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]), b_vr0)
+    tl.store(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
     tl.store(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
-    tl.store(r_vr2 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]), b_vr2)
+    tl.store(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
     tl.store(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
-    tl.store(r_vr4 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]), b_vr4)
+    tl.store(r_vr4 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr4)
     tl.store(r_vr5 + p_r * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]), b_vr5)
     tl.store(r_vr6 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr6)
 
@@ -463,7 +463,7 @@ def _dgradk_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (chunk, batch*head): the V reductions summed over the NV blocks
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -482,27 +482,28 @@ def _dgradk_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
     p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+    b_vr0 = tl.load(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     b_vr1 = tl.load(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr2 = tl.load(r_vr2 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+    b_vr2 = tl.load(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_r) * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     b_vr3 = tl.load(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr4 = tl.load(r_vr4 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+    b_vr4 = tl.load(r_vr4 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     b_vr5 = tl.load(r_vr5 + p_r * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_r) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
     b_vr6 = tl.load(r_vr6 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_r) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+
     b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
@@ -546,6 +547,161 @@ def _dgradk_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(d_g + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_g, [BT]).to(d_g.dtype.element_ty), mask=m_r)
     tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty), mask=m_r)
+
+
+# the K kernel once more in two (TILING grad_ksplit): the C kernel computes the C x C
+# tiles (and the gradients without a K dimension) that depend on whole K rows, the KB
+# kernel, blocked over K, computes the gradients with a K dimension from them
+@triton.jit(do_not_specialize=["T", "NCH"])
+def _dgradc_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, w_At, w_dXt, d_g, d_beta, scale, T, NCH,
+                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+    # one program per (chunk, batch*head)
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = 0 * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    o_one = tl.zeros([1], dtype=tl.int32)
+    p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    b_vr0 = tl.load(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr1 = tl.load(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_vr2 = tl.load(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr3 = tl.load(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_vr4 = tl.load(r_vr4 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr5 = tl.load(r_vr5 + p_r * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_r) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
+    b_vr6 = tl.load(r_vr6 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_r) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) + tl.minimum(o_t, n_r - 1) * H, mask=o_t >= 0, other=0.).to(tl.float32)[:, None]
+    b_Gamma_log_last = tl.load(in_Gamma + (bos + i_t * BT + n_r - 1) * H + i_h + tl.zeros([1, 1], dtype=tl.int32)).to(tl.float32)
+    # gC = \boldsymbol{\gamma}_{[t]}^{C}
+    b_gC_log = tl.trans(b_Gamma_log_last)
+    b_gC = tl.exp(b_gC_log)
+    # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]}  (its gate factor, in log space)
+    b_Ql_f = b_Gamma_log
+    # Kl = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{K}_{[t]}  (its gate factor, in log space)
+    b_Kl_f = b_Gamma_log
+    # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # Xt = \mathbf{I} + \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
+    b_Xt = (tl.where(m_eye, 1.0, 0.) + (b_Beta * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.)))
+    # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}
+    b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
+    # dWl = (\left(-\delta \mathbf{V}_{[t],new}\right) \mathbf{S}_{[t-1]}^{C})
+    b_dWl = b_vr2
+    # dAt = \delta \overleftarrow{\mathbf{W}_{[t]}} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) + (\delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top) \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)
+    b_dAt = ((tl.dot(b_dWl.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_Beta)) + (b_vr3 * tl.trans(b_Beta)))
+    # dXt = -\widetilde{\mathbf{A}}_{[t]}^\top \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
+    b_dXt = (-tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2))
+    # g_g = \text{suffix\_sum}_{row}\left(\left((\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}) \odot \overleftarrow{\mathbf{Q}_{[t]}} + \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \odot \overleftarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} - \left((\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} + \left(\left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)\right) \mathbf{1} - \left(\left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)\right)^\top \mathbf{1} + \left[0,\dots,0,\gamma_{[t]}^{C} (\langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle) + \mathbf{1}^\top \left((\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1}\right]^\top\right)   [claim gdn.bwd.dlogalpha_pairs, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
+    b_g_g = tl.sum(tl.where(m_upper, tl.trans(((((tl.sum(((b_vr0 * (b_Q * tl.exp(b_Ql_f))) + (tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * (b_K * tl.exp(b_Kl_f)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True) - tl.sum((b_vr4 * (b_K * tl.exp((b_Kr_f + b_gC_log)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) + tl.sum(((tl.where(m_incl, b_vr1, 0.) * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)) + (tl.where(m_strict, (b_Beta * b_dXt), 0.) * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) - tl.sum(tl.trans(((tl.where(m_incl, b_vr1, 0.) * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)) + (tl.where(m_strict, (b_Beta * b_dXt), 0.) * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.)))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) + tl.where(m_last, tl.trans(((b_vr5 * tl.exp(b_gC_log)) + tl.sum(tl.trans(tl.full((BT, 1), 1.0, tl.float32)) * tl.trans(tl.sum((b_vr4 * (b_K * tl.exp((b_Kr_f + b_gC_log)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)), axis=1, keep_dims=True))), 0.))), 0.), axis=1, keep_dims=True)
+    # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top\right)   [claim gdn.bwd.dbeta, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
+    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))), axis=1, keep_dims=True))
+
+    tl.store(w_At + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_At)
+    tl.store(w_dXt + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
+    tl.store(d_g + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_g, [BT]).to(d_g.dtype.element_ty), mask=m_r)
+    tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty), mask=m_r)
+
+
+@triton.jit(do_not_specialize=["T", "NCH"])
+def _dgradkb_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr4, r_At, r_dXt, d_q, d_k, scale, T, NCH,
+                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+    # one program per (K block of BK, chunk, batch*head); BKF: the padded K of the tiles
+    # in memory
+    i_k, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = i_k * BK + tl.arange(0, BK)
+    o_v = 0 * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    o_one = tl.zeros([1], dtype=tl.int32)
+    p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    b_vr0 = tl.load(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr1 = tl.load(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_vr2 = tl.load(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr4 = tl.load(r_vr4 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_At = tl.load(r_At + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_dXt = tl.load(r_dXt + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) + tl.minimum(o_t, n_r - 1) * H, mask=o_t >= 0, other=0.).to(tl.float32)[:, None]
+    b_Gamma_log_last = tl.load(in_Gamma + (bos + i_t * BT + n_r - 1) * H + i_h + tl.zeros([1, 1], dtype=tl.int32)).to(tl.float32)
+    # gC = \boldsymbol{\gamma}_{[t]}^{C}
+    b_gC_log = tl.trans(b_Gamma_log_last)
+    b_gC = tl.exp(b_gC_log)
+    # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]}  (its gate factor, in log space)
+    b_Ql_f = b_Gamma_log
+    # Kl = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{K}_{[t]}  (its gate factor, in log space)
+    b_Kl_f = b_Gamma_log
+    # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # dQl = (\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}}
+    b_dQl = (b_vr0 + tl.dot(tl.where(m_incl, b_vr1, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dWl = (\left(-\delta \mathbf{V}_{[t],new}\right) \mathbf{S}_{[t-1]}^{C})
+    b_dWl = b_vr2
+    # dKl = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}}
+    b_dKl = (tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_strict, (b_Beta * b_dXt), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dKr = \gamma_{[t]}^{C} (\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{K}_{[t]}}
+    b_dKr = (((b_vr4 * tl.exp(b_gC_log)) + tl.dot(tl.trans(tl.where(m_incl, b_vr1, 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.trans(tl.where(m_strict, (b_Beta * b_dXt), 0.)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # g_q = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \delta \overleftarrow{\mathbf{Q}_{[t]}}   [claim gdn.bwd.dQ, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
+    b_g_q = ((b_vr0 * tl.exp(b_Gamma_log)) + tl.dot(tl.where(m_incl, b_vr1 * tl.exp(b_Gamma_log + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2), b_K.to(DT2).to(CT2), input_precision=PREC2))
+    # g_k = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \delta \overleftarrow{\mathbf{K}_{[t]}} + \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \delta \overrightarrow{\mathbf{K}_{[t]}}   [claim gdn.bwd.dK, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
+    b_g_k = (((tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + tl.dot(tl.where(m_strict, (b_Beta * b_dXt) * tl.exp(b_Gamma_log + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2), b_K.to(DT2).to(CT2), input_precision=PREC2)) + (((b_vr4 * tl.exp((b_gC_log + (-b_Gamma_log)))) + tl.dot(tl.where(m_upper, tl.trans(b_vr1) * tl.exp((-b_Gamma_log) + tl.trans(b_Ql_f)), 0.).to(DT2).to(CT2), b_Q.to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(tl.trans(m_strict), tl.trans((b_Beta * b_dXt)) * tl.exp((-b_Gamma_log) + tl.trans(b_Kl_f)), 0.).to(DT2).to(CT2), b_K.to(DT2).to(CT2), input_precision=PREC2)))
+
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 
 
 
@@ -669,12 +825,12 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     NV = triton.cdiv(V, BVG)
     gtypes = kernel_types(q.dtype, q.device, til, "grad")
     if til.get("grad_split"):
-        NCH = B * NT * H
-        r_vr0 = torch.empty(NV, NCH, BT * BK, dtype=torch.float32, device=q.device)
+        NCH, BKF = B * NT * H, BK
+        r_vr0 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
         r_vr1 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
-        r_vr2 = torch.empty(NV, NCH, BT * BK, dtype=torch.float32, device=q.device)
+        r_vr2 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
         r_vr3 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
-        r_vr4 = torch.empty(NV, NCH, BT * BK, dtype=torch.float32, device=q.device)
+        r_vr4 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
         r_vr5 = torch.empty(NV, NCH, 1 * 1, dtype=torch.float32, device=q.device)
         r_vr6 = torch.empty(NV, NCH, BT * 1, dtype=torch.float32, device=q.device)
         d_q = torch.empty_like(q)
@@ -683,11 +839,23 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
         d_g = torch.empty_like(g)
         d_beta = torch.empty_like(beta)
         _dgradv_kernel[(NV, NT, B * H)](q, k, v, beta, do, Gamma, Wl, U, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, scale, T, NCH,
-                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes,
+                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, BKF=BK,
                                        num_warps=til["grad_warps"], num_stages=til["grad_stages"])
+        kwarps = til.get("gradk_warps") or til["grad_warps"]
+        if til.get("grad_ksplit"):
+            BKB = min(til["grad_ksplit"], BK)
+            r_At = torch.empty(NCH, BT * BT, dtype=torch.float32, device=q.device)
+            r_dXt = torch.empty(NCH, BT * BT, dtype=torch.float32, device=q.device)
+            _dgradc_kernel[(NT, B * H)](q, k, beta, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_At, r_dXt, d_g, d_beta, scale, T, NCH,
+                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
+                                       num_warps=kwarps, num_stages=til["grad_stages"])
+            _dgradkb_kernel[(triton.cdiv(K, BKB), NT, B * H)](q, k, beta, Gamma, r_vr0, r_vr1, r_vr2, r_vr4, r_At, r_dXt, d_q, d_k, scale, T, NCH,
+                                                             H=H, K=K, V=V, BT=BT, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK,
+                                                             num_warps=kwarps, num_stages=til["grad_stages"])
+            return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)
         _dgradk_kernel[(NT, B * H)](q, k, beta, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, d_q, d_k, d_g, d_beta, scale, T, NCH,
-                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV,
-                                   num_warps=til.get("gradk_warps") or til["grad_warps"], num_stages=til["grad_stages"])
+                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
+                                   num_warps=kwarps, num_stages=til["grad_stages"])
         return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)
     d_q = torch.empty((NV,) + tuple(q.shape), dtype=q.dtype if NV == 1 else torch.float32, device=q.device)
     d_k = torch.empty((NV,) + tuple(k.shape), dtype=k.dtype if NV == 1 else torch.float32, device=q.device)

@@ -11,7 +11,7 @@ import triton.language as tl
 
 from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, effective_tiling, explains_resources, grad_launches, kernel_types, needs_grad, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 128, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': False, 'gradk_warps': None, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 128, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': None, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'))
 
 
@@ -324,7 +324,7 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BKF: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -374,11 +374,11 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3
 
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
     p_r = i_v.to(tl.int64) * NCH + (i_b * tl.cdiv(T, BT) + i_t) * H + i_h
-    tl.store(r_vr0 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]), b_vr0)
+    tl.store(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
     tl.store(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
-    tl.store(r_vr2 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]), b_vr2)
+    tl.store(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
     tl.store(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
-    tl.store(r_vr4 + p_r * (BK * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr4)
+    tl.store(r_vr4 + p_r * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr4)
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
@@ -386,7 +386,7 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, 
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (chunk, batch*head): the V reductions summed over the NV blocks
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -405,21 +405,22 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, 
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
     p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+    b_vr0 = tl.load(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     b_vr1 = tl.load(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr2 = tl.load(r_vr2 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+    b_vr2 = tl.load(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_r) * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     b_vr3 = tl.load(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr4 = tl.load(r_vr4 + p_r * (BK * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+    b_vr4 = tl.load(r_vr4 + p_r * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BK * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+
     b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
@@ -564,22 +565,23 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
     NV = triton.cdiv(V, BVG)
     gtypes = kernel_types(q.dtype, q.device, til, "grad")
     if til.get("grad_split"):
-        NCH = B * NT * H
-        r_vr0 = torch.empty(NV, NCH, BT * BK, dtype=torch.float32, device=q.device)
+        NCH, BKF = B * NT * H, BK
+        r_vr0 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
         r_vr1 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
-        r_vr2 = torch.empty(NV, NCH, BT * BK, dtype=torch.float32, device=q.device)
+        r_vr2 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
         r_vr3 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
-        r_vr4 = torch.empty(NV, NCH, BK * 1, dtype=torch.float32, device=q.device)
+        r_vr4 = torch.empty(NV, NCH, BKF * 1, dtype=torch.float32, device=q.device)
         d_q = torch.empty_like(q)
         d_k = torch.empty_like(k)
         d_v = torch.empty_like(v)
         d_g = torch.empty_like(g)
         _dgradv_kernel[(NV, NT, B * H)](q, k, v, do, Gamma, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, scale, T, NCH,
-                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes,
+                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, BKF=BK,
                                        num_warps=til["grad_warps"], num_stages=til["grad_stages"])
+        kwarps = til.get("gradk_warps") or til["grad_warps"]
         _dgradk_kernel[(NT, B * H)](q, k, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g, scale, T, NCH,
-                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV,
-                                   num_warps=til.get("gradk_warps") or til["grad_warps"], num_stages=til["grad_stages"])
+                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
+                                   num_warps=kwarps, num_stages=til["grad_stages"])
         return dict(q=d_q, k=d_k, v=d_v, g=d_g, initial_state=dh0)
     d_q = torch.empty((NV,) + tuple(q.shape), dtype=q.dtype if NV == 1 else torch.float32, device=q.device)
     d_k = torch.empty((NV,) + tuple(k.shape), dtype=k.dtype if NV == 1 else torch.float32, device=q.device)

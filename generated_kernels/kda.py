@@ -11,7 +11,7 @@ import triton.language as tl
 
 from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, effective_tiling, explains_resources, grad_launches, kernel_types, needs_grad, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 64, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': False, 'gradk_warps': None, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 64, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': 32, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
 
 
@@ -388,7 +388,7 @@ def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_v, r_vr0, r
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BKF: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -459,12 +459,12 @@ def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_v, r_vr0, r
 
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
     p_r = i_v.to(tl.int64) * NCH + (i_b * tl.cdiv(T, BT) + i_t) * H + i_h
-    tl.store(r_vr0 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]), b_vr0)
+    tl.store(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
     tl.store(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
-    tl.store(r_vr2 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]), b_vr2)
+    tl.store(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
     tl.store(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
-    tl.store(r_vr4 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]), b_vr4)
-    tl.store(r_vr5 + p_r * (BK * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr5)
+    tl.store(r_vr4 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr4)
+    tl.store(r_vr5 + p_r * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr5)
     tl.store(r_vr6 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr6)
 
 
@@ -473,7 +473,7 @@ def _dgradk_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (chunk, batch*head): the V reductions summed over the NV blocks
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -492,27 +492,28 @@ def _dgradk_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
     p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+    b_vr0 = tl.load(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     b_vr1 = tl.load(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr2 = tl.load(r_vr2 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+    b_vr2 = tl.load(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_r) * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     b_vr3 = tl.load(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr4 = tl.load(r_vr4 + p_r * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
+    b_vr4 = tl.load(r_vr4 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BT * BK) + (o_t[:, None] * BK + o_k[None, :]))
-    b_vr5 = tl.load(r_vr5 + p_r * (BK * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr5 = tl.load(r_vr5 + p_r * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_r) * (BK * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_r) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
     b_vr6 = tl.load(r_vr6 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_r) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+
     b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
@@ -560,6 +561,152 @@ def _dgradk_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty), mask=m_r)
+
+
+# the K kernel once more in two (TILING grad_ksplit): the C kernel computes the C x C
+# tiles (and the gradients without a K dimension) that depend on whole K rows, the KB
+# kernel, blocked over K, computes the gradients with a K dimension from them
+@triton.jit(do_not_specialize=["T", "NCH"])
+def _dgradc_kernel(k, beta, in_Gamma, r_vr2, r_vr3, r_vr6, w_At, w_dXt, d_beta, scale, T, NCH,
+                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+    # one program per (chunk, batch*head)
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = 0 * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    o_one = tl.zeros([1], dtype=tl.int32)
+    p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    b_vr2 = tl.load(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr3 = tl.load(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_vr6 = tl.load(r_vr6 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_r) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Kl_f = b_Gamma_log
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)  (kept as its diagonal)
+    b_DB = b_Beta
+    # Xt = \mathbf{I} + \text{Diag}(\boldsymbol{\beta}_{[t]}) \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
+    b_Xt = (tl.where(m_eye, 1.0, 0.) + (b_DB * _masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)))
+    # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}
+    b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
+    # dW = (\left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C})
+    b_dW = b_vr2
+    # dAt = \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}(\boldsymbol{\beta}_{[t]}) + (\delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top) \text{Diag}(\boldsymbol{\beta}_{[t]})
+    b_dAt = ((tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_DB)) + (b_vr3 * tl.trans(b_DB)))
+    # dXt = \left(-\widetilde{\mathbf{A}}_{[t]}^\top\right) \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
+    b_dXt = tl.dot(tl.dot((-tl.trans(b_At)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2)
+    # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top\right)   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
+    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))), axis=1, keep_dims=True))
+
+    tl.store(w_At + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_At)
+    tl.store(w_dXt + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
+    tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty), mask=m_r)
+
+
+@triton.jit(do_not_specialize=["T", "NCH"])
+def _dgradkb_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_At, r_dXt, d_q, d_k, d_g, scale, T, NCH,
+                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+    # one program per (K block of BK, chunk, batch*head); BKF: the padded K of the tiles
+    # in memory
+    i_k, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = i_k * BK + tl.arange(0, BK)
+    o_v = 0 * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    o_one = tl.zeros([1], dtype=tl.int32)
+    p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    b_vr0 = tl.load(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr1 = tl.load(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_vr2 = tl.load(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr4 = tl.load(r_vr4 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr5 = tl.load(r_vr5 + p_r * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_r) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+    b_At = tl.load(r_At + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_dXt = tl.load(r_dXt + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    # gC = \mathbf{\Gamma}_{[t]}^{C}
+    b_gC_log = tl.trans(b_Gamma_log_last)
+    b_gC = tl.exp(b_gC_log)
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Ql_f = b_Gamma_log
+    # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Kl_f = b_Gamma_log
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)  (kept as its diagonal)
+    b_DB = b_Beta
+    # dQl = (\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}}
+    b_dQl = (b_vr0 + tl.dot(tl.where(m_incl, b_vr1, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dW = (\left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C})
+    b_dW = b_vr2
+    # dKl = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}}
+    b_dKl = (tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_strict, (b_DB * b_dXt), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dKr = (\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{K}_{[t]}}
+    b_dKr = (((b_vr4 * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(tl.where(m_incl, b_vr1, 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.trans(tl.where(m_strict, (b_DB * b_dXt), 0.)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2), input_precision=PREC2))
+    # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
+    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim kda.dQ, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{Q}_{[t]}\), line 127, row 2]
+    b_g_q = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    # g_k = \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} + \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim kda.dK, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{K}_{[t]}\), line 245, row 1]
+    b_g_k = (((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, PREC2)) + (((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)))
+    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right))\right]^\top\right)   [claim kda.dlogAlpha, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
+    b_g_g = tl.cumsum((((b_dQ * b_Q) + ((((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, PREC2)) * b_K) - ((((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) * b_K))) + tl.where(m_last, tl.trans(b_vr5), 0.)), axis=0, reverse=True)
+
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 
 
 
@@ -683,13 +830,13 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     NV = triton.cdiv(V, BVG)
     gtypes = kernel_types(q.dtype, q.device, til, "grad")
     if til.get("grad_split"):
-        NCH = B * NT * H
-        r_vr0 = torch.empty(NV, NCH, BT * BK, dtype=torch.float32, device=q.device)
+        NCH, BKF = B * NT * H, BK
+        r_vr0 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
         r_vr1 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
-        r_vr2 = torch.empty(NV, NCH, BT * BK, dtype=torch.float32, device=q.device)
+        r_vr2 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
         r_vr3 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
-        r_vr4 = torch.empty(NV, NCH, BT * BK, dtype=torch.float32, device=q.device)
-        r_vr5 = torch.empty(NV, NCH, BK * 1, dtype=torch.float32, device=q.device)
+        r_vr4 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
+        r_vr5 = torch.empty(NV, NCH, BKF * 1, dtype=torch.float32, device=q.device)
         r_vr6 = torch.empty(NV, NCH, BT * 1, dtype=torch.float32, device=q.device)
         d_q = torch.empty_like(q)
         d_k = torch.empty_like(k)
@@ -697,11 +844,23 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
         d_g = torch.empty_like(g)
         d_beta = torch.empty_like(beta)
         _dgradv_kernel[(NV, NT, B * H)](q, k, v, beta, do, Gamma, W, U, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, scale, T, NCH,
-                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes,
+                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, BKF=BK,
                                        num_warps=til["grad_warps"], num_stages=til["grad_stages"])
+        kwarps = til.get("gradk_warps") or til["grad_warps"]
+        if til.get("grad_ksplit"):
+            BKB = min(til["grad_ksplit"], BK)
+            r_At = torch.empty(NCH, BT * BT, dtype=torch.float32, device=q.device)
+            r_dXt = torch.empty(NCH, BT * BT, dtype=torch.float32, device=q.device)
+            _dgradc_kernel[(NT, B * H)](k, beta, Gamma, r_vr2, r_vr3, r_vr6, r_At, r_dXt, d_beta, scale, T, NCH,
+                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
+                                       num_warps=kwarps, num_stages=til["grad_stages"])
+            _dgradkb_kernel[(triton.cdiv(K, BKB), NT, B * H)](q, k, beta, Gamma, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_At, r_dXt, d_q, d_k, d_g, scale, T, NCH,
+                                                             H=H, K=K, V=V, BT=BT, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK,
+                                                             num_warps=kwarps, num_stages=til["grad_stages"])
+            return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)
         _dgradk_kernel[(NT, B * H)](q, k, beta, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, d_q, d_k, d_g, d_beta, scale, T, NCH,
-                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV,
-                                   num_warps=til.get("gradk_warps") or til["grad_warps"], num_stages=til["grad_stages"])
+                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
+                                   num_warps=kwarps, num_stages=til["grad_stages"])
         return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)
     d_q = torch.empty((NV,) + tuple(q.shape), dtype=q.dtype if NV == 1 else torch.float32, device=q.device)
     d_k = torch.empty((NV,) + tuple(k.shape), dtype=k.dtype if NV == 1 else torch.float32, device=q.device)

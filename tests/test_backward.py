@@ -236,17 +236,24 @@ def test_gate_gradient_rounding_bf16(name, bound):
     assert err <= bound, f"{name} bf16 d gate rel RMS {err:.2e}"
 
 
+GRAD_MODES = {"single": dict(grad_split=False), "split": dict(grad_split=True, grad_ksplit=None),
+              "ksplit": dict(grad_split=True, grad_ksplit=16)}
+
+
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 @pytest.mark.parametrize("name", VARIANTS)
-@pytest.mark.parametrize("split", [False, True])
-def test_split_and_single_gradient_kernels(name, split, monkeypatch):
-    # TILING grad_split: the V kernel (V-blocked, writes the V reductions) and the K
-    # kernel (reads them summed over the blocks) against the fp64 recurrence, and the
-    # single gradient kernel likewise: three V blocks (V = 40), one, and a chunk whose
-    # decay underflows (the K kernel's gated products take their stable forms)
-    monkeypatch.setitem(module(name).TILING, "grad_split", split)
+@pytest.mark.parametrize("mode", list(GRAD_MODES))
+def test_split_and_single_gradient_kernels(name, mode, monkeypatch):
+    # the gradient stage as one kernel, as the split's V and K kernels (grad_split: the V
+    # kernel writes the V reductions per V block, the K kernel reads them summed), and
+    # with the K kernel split again into the C kernel and the KB kernel blocked over K
+    # (grad_ksplit), against the fp64 recurrence: three V blocks (V = 40), three K blocks
+    # (K = 40), one of each, and a chunk whose decay underflows (the stable gated forms)
+    for key, val in GRAD_MODES[mode].items():
+        monkeypatch.setitem(module(name).TILING, key, val)
     monkeypatch.setitem(module(name).TILING, "grad_BV", 16)
     _check_grads(name, (1, 70, 2, 16, 40), 12, True, True)
+    _check_grads(name, (1, 40, 1, 40, 24), 15, True, True)
     monkeypatch.setitem(module(name).TILING, "grad_BV", 64)
     _check_grads(name, (2, 45, 1, 32, 24), 13, True, False)
     _check_grads(name, (1, 70, 1, 16, 24), 14, True, True, "underflow")
@@ -266,3 +273,18 @@ def test_split_k_kernel_reads_no_v_tile(name):
     src = inspect.getsource(m._dgradv_kernel.fn)
     for r in reds:
         assert f"# {r[2:]} = " in src and f"tl.store({r} " in src
+
+
+@pytest.mark.parametrize("name", ["gated_delta_rule", "kda", "dplr_delta_rule"])
+def test_ksplit_c_kernel_writes_what_kb_reads(name):
+    # the KB kernel reads the C kernel's tiles (C x C: the inverse, delta X, ...) and the
+    # V reductions, never computes a C x C tile from whole K rows itself
+    import inspect
+    m = module(name)
+    c_params = list(inspect.signature(m._dgradc_kernel.fn).parameters)
+    kb_params = list(inspect.signature(m._dgradkb_kernel.fn).parameters)
+    written = {p[2:] for p in c_params if p.startswith("w_")}
+    read = {p[2:] for p in kb_params if p.startswith("r_") and not p.startswith("r_vr")}
+    assert written and read == written, (written, read)
+    kb_src = inspect.getsource(m._dgradkb_kernel.fn)
+    assert "_inv_unit_lower" not in kb_src and "_masked_gated_dot" not in kb_src
