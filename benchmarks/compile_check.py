@@ -37,7 +37,7 @@ def signature(fn, dtype, consts):
             sig[name] = "i32"
         elif name in ("h0", "ht", "dh", "dht", "dh0") or name.endswith("_Gamma") or name in ("g", "gk"):
             sig[name] = "*fp32"
-        elif name.startswith("r_vr"):      # the split gradient stage's V reductions
+        elif name.startswith(("r_", "w_")):   # tiles passed between the backward's kernels
             sig[name] = "*fp32"
         elif name.startswith("d_") and name != "d_v":   # per-V-block partial sums (V > BV)
             sig[name] = "*fp32"
@@ -77,10 +77,12 @@ def ptxas_usage(ptx, arch):
 def compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target):
     # each kernel with the product types the generated module launches it with
     grad = kname in ("_dgrad_kernel", "_dgradv_kernel", "_dgradk_kernel", "_dgradc_kernel", "_dgradkb_kernel")
-    stage = "dstate" if kname == "_dstate_kernel" else ("grad" if grad else None)
+    stage = "dstate" if kname in ("_dstate_kernel", "_dstateh_kernel", "_dstate_pre_kernel") else ("grad" if grad else None)
     types = _runtime.kernel_types(TORCH_DTYPES[args.dtype], torch.device("cuda"), til, stage)
     consts = dict(K=args.K, V=args.V, BT=BT, BK=BK, BV=BVF if kname == "_intra_kernel" else BV, **types)
-    role = "grad" if grad else {"_intra_kernel": "prep", "_out_kernel": "out"}.get(kname, "scan")
+    role = "grad" if grad else {"_intra_kernel": "prep", "_out_kernel": "out", "_dstate_pre_kernel": "out"}.get(kname, "scan")
+    if kname in ("_dstateh_kernel", "_dstate_pre_kernel"):
+        consts.update(BVF=BVF)
     if grad:   # the gradient kernels: their own V blocks
         consts.update(BV=min(til["grad_BV"], BVF))
     if go is not None:
@@ -131,6 +133,7 @@ def main():
         til = _runtime.effective_tiling(mod.TILING, tdt, args.K, args.V)
         BT, BK, BVF, BV = _runtime.block_sizes(args.K, args.V, til["BT"], til["BV"])
         for kname in ("_intra_kernel", "_scan_kernel", "_state_kernel", "_out_kernel", "_dstate_kernel",
+                      "_dstate_pre_kernel", "_dstateh_kernel",
                       "_dgrad_kernel", "_dgradv_kernel", "_dgradk_kernel", "_dgradc_kernel", "_dgradkb_kernel"):
             fn = getattr(mod, kname, None)
             if fn is None or (args.kernels and kname not in args.kernels.split(",")):

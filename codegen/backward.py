@@ -114,6 +114,71 @@ def reverse_scan(plan: Plan, bwd) -> Tuple[Plan, List[str], Tuple[str, ir.Expr, 
     return _extended(plan, adj_defs, adj), fwd + adj, ("dS_prev", final, c), reads
 
 
+def hoist_reverse(plan: Plan, bwd):
+    """The reverse scan with its state-free C x Dv products taken out of the sequential
+    loop (TILING dstate_hoist): every maximal subexpression of the scan's claims that
+    does not read delta S, has shape C x Dv and contains a product (the intra-chunk part
+    of delta U, (Q K^T . M)^T delta O) is computed first for all chunks in parallel and
+    read by the scan.  Same claims, same grouping; only where each part is computed moves.
+
+    Returns dict(pre=(plan, names, reads, hoisted [(name, expr)]),
+    scan=(plan, names, final, reads))."""
+    adj_defs, named = _adjoint_defs(plan, bwd)
+    c = bwd["dS_prev"]
+    final = subst_adjoints(c.rhs, named)
+    dmap = dict(plan.defs)
+    dmap.update(adj_defs)
+    stored = set(plan.boundary)
+    memo = {}
+
+    def sdep(e):
+        if isinstance(e, ir.Var):
+            if e.name == ADJ_STATE:
+                return True
+            if e.name in stored or e.name not in dmap:
+                return False
+            if e.name not in memo:
+                memo[e.name] = False
+                memo[e.name] = sdep(dmap[e.name])
+            return memo[e.name]
+        return any(sdep(x) for x in e.children())
+
+    def has_mm(e):
+        return isinstance(e, ir.MatMul) or any(has_mm(x) for x in e.children())
+
+    hoisted, sdefs = {}, {}
+
+    def sub(e):
+        if not sdep(e):
+            body = dmap.get(e.name) if isinstance(e, ir.Var) else e
+            if e.shape() == ("C", "Dv") and body is not None and has_mm(body):
+                key = e.name if isinstance(e, ir.Var) else repr(e)
+                if key not in hoisted:
+                    hoisted[key] = (e.name if isinstance(e, ir.Var) else f"hr{len(hoisted)}", e)
+                return ir.Var(hoisted[key][0], "C", "Dv", e.tex if isinstance(e, ir.Var) else "(" + _tex(e) + ")")
+            return e
+        if isinstance(e, ir.Var):
+            if e.name in dmap and e.name not in stored and e.name not in sdefs:
+                sdefs[e.name] = None
+                sdefs[e.name] = sub(dmap[e.name])
+            return e
+        return _rebuild(e, sub)
+
+    sfinal = sub(final)
+    hlist = list(hoisted.values())
+    unnamed = [(n, e) for n, e in hlist if n not in dmap]
+    fwd_p, adj_p, reads_p = _collect(plan, adj_defs, [e for _, e in hlist], "reverse scan's parallel part",
+                                     allow_state=False)
+    pplan = dataclasses.replace(plan, defs=list(plan.defs) + [(n, adj_defs[n]) for n in adj_p] + unnamed)
+    splan = dataclasses.replace(plan, defs=[(n, sdefs.get(n) or e) for n, e in plan.defs])
+    sadj = {n: (sdefs.get(n) or e) for n, e in adj_defs.items()}
+    fwd_s, adj_s, reads_s = _collect(splan, sadj, [sfinal], "reverse scan", allow_state=False,
+                                     given={n for n, _ in hlist})
+    splan = dataclasses.replace(splan, defs=list(splan.defs) + [(n, sadj[n]) for n in adj_s])
+    return dict(pre=(pplan, fwd_p + adj_p + [n for n, _ in unnamed], reads_p, hlist),
+                scan=(splan, fwd_s + adj_s, ("dS_prev", sfinal, c), reads_s))
+
+
 def gradients(plan: Plan, bwd):
     """The per-chunk gradient stage: (extended plan, definitions in order, finals
     [("g_<arg>", expr, claim)], boundary tiles read).  It reads S_[t-1] (the forward's h)

@@ -113,7 +113,7 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
     return st
 
 
-_RED_DIMS = {"C": ("o_t", "BT"), "Dk": ("o_k", "BKF"), "1": ("o_one", "1")}
+_RED_DIMS = {"C": ("o_t", "BT"), "Dk": ("o_k", "BKF"), "Dv": ("o_v", "BVF"), "1": ("o_one", "1")}
 
 
 def red_layout(shape):
@@ -212,3 +212,21 @@ def _reds_read(plan, names, finals, tiles):
     defs = dict(plan.defs)
     used = set().union(*(var_names(defs[n]) for n in names), *(var_names(e) for _, e, _ in finals))
     return [(n,) + red_layout(e.shape()) + (None,) for n, e in tiles if n in used]
+
+
+def hoisted_reverse_stages(plan: Plan, bwd):
+    """(parallel part, scan) of backward.hoist_reverse: the parallel part writes the
+    hoisted tiles (.reds), the scan reads them (.reds)."""
+    from . import backward
+    r = backward.hoist_reverse(plan, bwd)
+    loads, env = _backward_inputs()
+    name = plan.variant.name
+    pplan, pnames, preads, hlist = r["pre"]
+    pre = _stage(pplan, pnames, [], preads, f"{name} reverse scan's parallel kernel",
+                 extra_loads=loads, extra_env=env, dense_of=[n for n, _ in hlist])
+    splan, snames, sfinal, sreads = r["scan"]
+    henv = {n: Val(f"b_{n}", ("C", "Dv")) for n, _ in hlist}
+    scan = _stage(splan, snames, [sfinal], sreads, f"{name} reverse scan kernel",
+                  extra_loads=loads, extra_env=dict(env, **henv))
+    scan.reds = _reds_read(splan, snames, [sfinal], hlist)
+    return pre, scan

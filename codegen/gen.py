@@ -28,18 +28,21 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     the backward claims (tests that print from deliberately broken derivations)."""
     plan = plan or load_variant(v, check=check)
     intra, scan, state, out = emit.stages(plan)
-    rev = grad = gradv = gradk = gradc = gradkb = None
+    rev = grad = gradv = gradk = gradc = gradkb = revpre = revh = None
     if v.backward:   # the backward claims are checked once, for every stage
         bwd = backward_claims(v, plan.deriv, check=check)
         rev, grad = emit.reverse_stage(plan, bwd), emit.gradient_stage(plan, bwd)
         gradv, gradk = emit.split_gradient_stages(plan, bwd)
         gradc, gradkb = emit.split_k_stages(plan, bwd)
+        revpre, revh = emit.hoisted_reverse_stages(plan, bwd)
+        if not revh.reds:       # nothing state-free to take out of the loop (GLA)
+            revpre = revh = None
         if not gradc.mats:      # nothing to split off (GLA): the K kernel has no K-wide tile
             gradc = gradkb = None
     store_kind = {"k": "k", "v": "v", "gate_k": "k", "gate_h": "head", "head": "head"}
     dmap = dict(plan.defs)
     ctx = dict(
-        v=v, plan=plan, intra=intra, scan=scan, state_stage=state, out_stage=out, rev=rev, grad=grad, gradv=gradv, gradk=gradk, gradc=gradc, gradkb=gradkb,
+        v=v, plan=plan, intra=intra, scan=scan, state_stage=state, out_stage=out, rev=rev, revpre=revpre, revh=revh, grad=grad, gradv=gradv, gradk=gradk, gradc=gradc, gradkb=gradkb,
         kind_of={a.name: store_kind[a.kind] for a in v.args},
         gradc_outs=[n[2:] for n in gradc.finals] if gradc else [],
         gradkb_outs=[n[2:] for n in gradkb.finals] if gradkb else [],

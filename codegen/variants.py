@@ -97,13 +97,16 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # grad_groups applies to the single kernel only.  grad_ksplit (a K block size, or None):
 # the split's K kernel as a C kernel (the C x C tiles that need whole K rows, and the
 # gradients without a K dimension) and a KB kernel blocked over K (split_k).
+# dstate_hoist: the reverse scan's state-free C x V products (the intra-chunk part of
+# delta U) computed first for all chunks in parallel (backward.hoist_reverse), so the
+# sequential loop keeps only what reads delta S.
 # keep_forward: autograd keeps the forward's intra tiles and (split schedule) its chunk
 # states h for the backward instead of recomputing them: at (4, 4096, 16, 128) bf16 that
 # is h's 134 MB plus W/U/Gamma, for the intra kernel and the state scan that the backward
 # would run again (about 0.8 ms of GDN's and 1.2 ms of KDA's measured forward + backward).
 _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 4, "prep_stages": 1,
            "grad_BV": 128, "grad_warps": 8, "grad_stages": 1, "grad_groups": None, "grad_dots": None,
-           "grad_split": False, "gradk_warps": None, "grad_ksplit": None,
+           "grad_split": False, "gradk_warps": None, "grad_ksplit": None, "dstate_hoist": True,
            "dstate_dots": None,
            "out_warps": 4, "out_stages": 2, "computed_dots": "tf32", "inverse16": "tf32", "gate_products": "stable",
            "fp32_products": "ieee",

@@ -11,7 +11,7 @@ import triton.language as tl
 
 from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, effective_tiling, explains_resources, grad_launches, kernel_types, needs_grad, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 128, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': None, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 128, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': None, 'dstate_hoist': True, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'))
 
 
@@ -519,6 +519,7 @@ def _backward_states(q, k, v, g, do, dht, scale, chunk_size=None):
                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes,
                                                use_dht=int(dht is not None),
                                                num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+
     return dh, dh0
 
 
@@ -561,6 +562,7 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes,
                                                use_dht=int(dht is not None),
                                                num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+
     BVG = min(til.get("grad_BV", BV), BV_full)
     NV = triton.cdiv(V, BVG)
     gtypes = kernel_types(q.dtype, q.device, til, "grad")

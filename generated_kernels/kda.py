@@ -11,7 +11,7 @@ import triton.language as tl
 
 from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, effective_tiling, explains_resources, grad_launches, kernel_types, needs_grad, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 64, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': 32, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 64, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': 32, 'dstate_hoist': True, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
 
 
@@ -263,6 +263,102 @@ def _dstate_kernel(q, k, do, in_Gamma, in_W, dh, dht, dh0, scale, T,
         b_Kr_f = (-b_Gamma_log)
         # dU = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
         b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+        # dS_prev = \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \delta \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}_{[t]}} - \delta \mathbf{U}_{[t]}^\top \mathbf{W}_{[t]}   [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
+        b_dS_prev = (((b_ds * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), input_precision=PREC3)) - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W.to(DT3).to(CT3), input_precision=PREC3))
+
+        b_ds = b_dS_prev
+    tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s, b_ds, mask=m_s)
+
+
+# the reverse scan with its state-free C x V products computed first, for all chunks in
+# parallel (TILING dstate_hoist): the sequential loop keeps only what reads delta S
+@triton.jit(do_not_specialize=["T"])
+def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
+                       H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                       BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                       DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                       PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BVF: tl.constexpr):
+    # one program per (V block, chunk, batch*head); BVF: the padded V of the tiles written
+    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    o_one = tl.zeros([1], dtype=tl.int32)
+    p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Ql_f = b_Gamma_log
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # hr0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
+    b_hr0 = tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3)
+
+    tl.store(w_hr0 + p_r * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0)
+
+
+@triton.jit(do_not_specialize=["T", "use_dht"])
+def _dstateh_kernel(q, k, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
+                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BVF: tl.constexpr, use_dht):
+    i_v, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    bos = i_b.to(tl.int64) * T
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    NT = tl.cdiv(T, BT)
+    o_one = tl.zeros([1], dtype=tl.int32)
+    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
+    p_s = o_k[None, :] * V + o_v[:, None]
+    b_ds = tl.zeros([BV, BK], dtype=tl.float32)
+    if use_dht != 0:
+        b_ds += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s, mask=m_s, other=0.)
+    for i_r in range(0, NT):
+        i_t = NT - 1 - i_r
+        r_t = i_t * BT + o_t
+        m_r = r_t < T
+        n_r = tl.minimum(T - i_t * BT, BT)
+        m_last = (o_t == n_r - 1)[:, None]
+        m_mid = (o_t == n_r // 2)[:, None]
+        tl.store(dh + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
+        p_r = (i_b * NT + i_t).to(tl.int64) * H + i_h
+        b_hr0 = tl.load(r_hr0 + p_r * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]))
+        b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+        b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+        # gC = \mathbf{\Gamma}_{[t]}^{C}
+        b_gC_log = tl.trans(b_Gamma_log_last)
+        b_gC = tl.exp(b_gC_log)
+        # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+        b_Ql_f = b_Gamma_log
+        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+        b_Kr_f = (-b_Gamma_log)
+        # dU = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]})
+        b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + b_hr0)
         # dS_prev = \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \delta \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}_{[t]}} - \delta \mathbf{U}_{[t]}^\top \mathbf{W}_{[t]}   [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
         b_dS_prev = (((b_ds * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), input_precision=PREC3)) - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W.to(DT3).to(CT3), input_precision=PREC3))
 
@@ -776,10 +872,21 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None):
     # the reverse scan's products may differ (TILING dstate_dots): its last value is the
     # initial state's gradient
     rtypes = kernel_types(q.dtype, q.device, til, "dstate")
-    _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, dh, dht if dht is not None else dh0, dh0, scale, T,
-                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes,
-                                               use_dht=int(dht is not None),
-                                               num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    if til.get("dstate_hoist"):
+        r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
+        _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
+                                                            H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
+                                                            num_warps=til["out_warps"], num_stages=til["out_stages"])
+        _dstateh_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, r_hr0, dh, dht if dht is not None else dh0, dh0, scale, T,
+                                                    H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
+                                                    use_dht=int(dht is not None),
+                                                    num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    else:
+        _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, dh, dht if dht is not None else dh0, dh0, scale, T,
+                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes,
+                                                   use_dht=int(dht is not None),
+                                                   num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+
     return dh, dh0
 
 
@@ -822,10 +929,21 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     # the reverse scan's products may differ (TILING dstate_dots): its last value is the
     # initial state's gradient
     rtypes = kernel_types(q.dtype, q.device, til, "dstate")
-    _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, dh, dht if dht is not None else dh0, dh0, scale, T,
-                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes,
-                                               use_dht=int(dht is not None),
-                                               num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    if til.get("dstate_hoist"):
+        r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
+        _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
+                                                            H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
+                                                            num_warps=til["out_warps"], num_stages=til["out_stages"])
+        _dstateh_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, r_hr0, dh, dht if dht is not None else dh0, dh0, scale, T,
+                                                    H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
+                                                    use_dht=int(dht is not None),
+                                                    num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    else:
+        _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, dh, dht if dht is not None else dh0, dh0, scale, T,
+                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes,
+                                                   use_dht=int(dht is not None),
+                                                   num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+
     BVG = min(til.get("grad_BV", BV), BV_full)
     NV = triton.cdiv(V, BVG)
     gtypes = kernel_types(q.dtype, q.device, til, "grad")

@@ -288,3 +288,18 @@ def test_ksplit_c_kernel_writes_what_kb_reads(name):
     assert written and read == written, (written, read)
     kb_src = inspect.getsource(m._dgradkb_kernel.fn)
     assert "_inv_unit_lower" not in kb_src and "_masked_gated_dot" not in kb_src
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("hoist", [False, True])
+def test_reverse_scan_with_and_without_hoisting(name, hoist, monkeypatch):
+    # TILING dstate_hoist: the state-free C x V products of the reverse scan (the
+    # intra-chunk part of delta U) computed first for all chunks in parallel; the initial
+    # state's gradient against autograd either way, at two V blocks and a partial chunk
+    monkeypatch.setitem(module(name).TILING, "dstate_hoist", hoist)
+    monkeypatch.setitem(module(name).TILING, "BV", 16)
+    assert _dh0(name, (1, 70, 2, 16, 40), 21, True) <= 1e-4
+    if hoist and name != "gla":      # GLA's reverse scan has no such product
+        import inspect
+        src = inspect.getsource(module(name)._dstateh_kernel.fn)
+        assert "r_hr0" in src and "_masked_gated_dot" not in src.split("for i_r in")[1]
