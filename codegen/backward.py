@@ -129,19 +129,7 @@ def hoist_reverse(plan: Plan, bwd):
     dmap = dict(plan.defs)
     dmap.update(adj_defs)
     stored = set(plan.boundary)
-    memo = {}
-
-    def sdep(e):
-        if isinstance(e, ir.Var):
-            if e.name == ADJ_STATE:
-                return True
-            if e.name in stored or e.name not in dmap:
-                return False
-            if e.name not in memo:
-                memo[e.name] = False
-                memo[e.name] = sdep(dmap[e.name])
-            return memo[e.name]
-        return any(sdep(x) for x in e.children())
+    sdep = _reads(dmap, lambda e: isinstance(e, ir.Var) and e.name == ADJ_STATE, stored)
 
     def has_mm(e):
         return isinstance(e, ir.MatMul) or any(has_mm(x) for x in e.children())
@@ -192,6 +180,25 @@ def gradients(plan: Plan, bwd):
 VRED = "vr"      # the V reductions the split gradient stage passes from its V kernel to its K kernel
 
 
+def _reads(dmap, hit, stop=()):
+    """A predicate: an expression's value depends on a node for which hit(node) holds,
+    through the definitions in dmap (not through the names in stop, read from memory)."""
+    memo = {}
+
+    def dep(e):
+        if hit(e):
+            return True
+        if isinstance(e, ir.Var):
+            if e.name in stop or e.name not in dmap:
+                return False
+            if e.name not in memo:
+                memo[e.name] = False      # a cycle is not a dependency
+                memo[e.name] = dep(dmap[e.name])
+            return memo[e.name]
+        return any(dep(c) for c in e.children())
+    return dep
+
+
 def _rebuild(e: ir.Expr, f) -> ir.Expr:
     changes = {}
     for fld in dataclasses.fields(e):
@@ -220,18 +227,7 @@ def split_gradients(plan: Plan, bwd):
     dmap = dict(plan.defs)
     dmap.update(adj_defs)
     has_v = lambda e: "Dv" in e.shape()     # noqa: E731
-    memo = {}
-
-    def vdep(e):
-        """e's value reads a tile with a Dv dimension."""
-        if has_v(e):
-            return True
-        if isinstance(e, ir.Var):
-            if e.name not in memo:
-                memo[e.name] = False      # a cycle is not a dependency
-                memo[e.name] = e.name in dmap and vdep(dmap[e.name])
-            return memo[e.name]
-        return any(vdep(c) for c in e.children())
+    vdep = _reads(dmap, has_v)               # e's value reads a tile with a Dv dimension
 
     reds, kdefs = {}, {}
 
@@ -313,20 +309,8 @@ def split_k(plan: Plan, bwd):
     dmap.update(kadj)
     stored = set(kbase.boundary)
     has_k = lambda e: "Dk" in e.shape()     # noqa: E731
-    memo = {}
-
-    def kdep(e):
-        """e's value reads a tile with a Dk dimension (other than by a V reduction)."""
-        if has_k(e):
-            return True
-        if isinstance(e, ir.Var):
-            if e.name in given_v or e.name in stored or e.name not in dmap:
-                return False
-            if e.name not in memo:
-                memo[e.name] = False
-                memo[e.name] = kdep(dmap[e.name])
-            return memo[e.name]
-        return any(kdep(c) for c in e.children())
+    # e's value reads a tile with a Dk dimension (other than by a V reduction)
+    kdep = _reads(dmap, has_k, set(given_v) | stored)
 
     mats, kbdefs = {}, {}
 
