@@ -199,6 +199,15 @@ def _reads(dmap, hit, stop=()):
     return dep
 
 
+def _replace(e: ir.Expr, table) -> ir.Expr:
+    """e with every subexpression whose repr is a key of table replaced by its value."""
+    if repr(e) in table:
+        return table[repr(e)]
+    if isinstance(e, ir.Var) or not dataclasses.is_dataclass(e):
+        return e
+    return _rebuild(e, lambda x: _replace(x, table))
+
+
 def _rebuild(e: ir.Expr, f) -> ir.Expr:
     changes = {}
     for fld in dataclasses.fields(e):
@@ -210,7 +219,7 @@ def _rebuild(e: ir.Expr, f) -> ir.Expr:
     return dataclasses.replace(e, **changes) if changes else e
 
 
-def split_gradients(plan: Plan, bwd):
+def split_gradients(plan: Plan, bwd, hoisted=()):
     """The gradient stage as two kernels (TILING grad_split).  The V kernel, V-blocked,
     computes the gradients that have a Dv dimension and every *V reduction* the others
     read: a subexpression without a Dv dimension whose operands have one (delta O
@@ -220,9 +229,18 @@ def split_gradients(plan: Plan, bwd):
     Nothing is re-derived: each V reduction is a subexpression of a checked claim, and
     the K kernel prints the claims with those subexpressions read instead of recomputed.
 
+    ``hoisted``: the reverse scan's parallel tiles (hoist_reverse), [(name, expr)]; the V
+    kernel reads them where its claims hold the same subexpression (the intra-chunk part
+    of delta U) instead of forming it again.
+
     Returns dict(v=(plan, names, finals, reads), k=(plan, names, finals, reads),
-    reds=[(name, expr)] in the order the V kernel writes them)."""
+    reds=[(name, expr)] in the order the V kernel writes them, hoisted=[names the V
+    kernel reads])."""
     adj_defs, named = _adjoint_defs(plan, bwd)
+    adj_plain = dict(adj_defs)
+    hmap = {repr(e): ir.Var(n, *e.shape(), "(" + _tex(e) + ")") for n, e in hoisted if not isinstance(e, ir.Var)}
+    if hmap:
+        adj_defs = {n: _replace(e, hmap) for n, e in adj_defs.items()}
     finals = [(f"g_{a}", subst_adjoints(c.rhs, named), c) for a, c in bwd["grads"].items()]
     dmap = dict(plan.defs)
     dmap.update(adj_defs)
@@ -264,8 +282,11 @@ def split_gradients(plan: Plan, bwd):
     k_finals = [(n, sub(e), c) for n, e, c in finals if not has_v(e)]
     red_list = list(reds.values())
     # the V kernel: its gradients and the V reductions, V-blocked
+    hnames = {v.name for v in hmap.values()} | {n for n, e in hoisted if isinstance(e, ir.Var)}
     fwd, adj, reads = _collect(plan, adj_defs, [e for _, e, _ in v_finals] + [e for _, e in red_list],
-                               "gradient V kernel", allow_state=True)
+                               "gradient V kernel", allow_state=True, given=hnames)
+    used = set().union(set(), *(var_names(adj_defs[n]) for n in adj),
+                       *(var_names(e) for _, e, _ in v_finals), *(var_names(e) for _, e in red_list))
     vplan = dataclasses.replace(plan, defs=list(plan.defs) + [(n, adj_defs[n]) for n in adj] + red_list)
     for n in fwd + adj:
         # a V block's partial sum of a reduction over V must not reach a tile with a Dv
@@ -275,7 +296,7 @@ def split_gradients(plan: Plan, bwd):
             raise CodegenError(f"the gradient V kernel of {plan.variant.name}: {n} reads a sum over "
                                f"V that a V block holds only in part")
     # the K kernel: everything else, the V reductions read from memory
-    kadj = {n: (kdefs[n] if n in kdefs else e) for n, e in adj_defs.items()}
+    kadj = {n: (kdefs[n] if n in kdefs else e) for n, e in adj_plain.items()}
     kfwd_defs = [(n, kdefs.get(n) or e) for n, e in plan.defs]
     kbase = dataclasses.replace(plan, defs=kfwd_defs)
     given = {n for n, _ in red_list}
@@ -289,7 +310,7 @@ def split_gradients(plan: Plan, bwd):
     kplan = dataclasses.replace(kbase, defs=kfwd_defs + [(n, kadj[n]) for n in adj_k])
     return dict(v=(vplan, fwd + adj + [n for n, _ in red_list], v_finals, reads),
                 k=(kplan, fwd_k + adj_k, k_finals, reads_k), reds=red_list,
-                kparts=(kbase, kadj, given, k_finals))
+                kparts=(kbase, kadj, given, k_finals), hoisted=sorted(hnames & used))
 
 
 def split_k(plan: Plan, bwd):

@@ -36,6 +36,7 @@ class Stage:
     reads: List[str] = field(default_factory=list)     # boundary tiles read (scan)
     mats: List[tuple] = field(default_factory=list)    # the C kernel's tiles written, as reds
     finals: List[str] = field(default_factory=list)    # the final values printed (g_<arg>, ...)
+    hoisted: List[tuple] = field(default_factory=list)  # the reverse scan's parallel tiles read
     writes: List[str] = field(default_factory=list)    # boundary tiles written (intra)
     # the split gradient stage's V reductions: (name, tile size, offsets in the tile, the
     # dense value written) -- see red_layout
@@ -43,11 +44,12 @@ class Stage:
 
 
 def layout(shape) -> str:
-    """How a C x d tile lies in memory: 'k' [B,T,H,K], 'v' [B,T,H,V], 'head' [B,T,H]."""
+    """How a C x d tile lies in memory: 'k' [B,T,H,K], 'v' [B,T,H,V], 'head' [B,T,H],
+    'c' [B,T,H,BT] (a C x C tile, row r of chunk t at token t*BT + r; fp32)."""
     rows, cols = shape
     if rows != "C":
         raise planmod.CodegenError(f"an input tile of shape {rows}x{cols} is not a chunk tile")
-    return {"Dk": "k", "Dv": "v", "1": "head"}[cols]
+    return {"Dk": "k", "Dv": "v", "1": "head", "C": "c"}[cols]
 
 
 def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: str,
@@ -136,7 +138,11 @@ def stages(plan: Plan):
     o_final = (prog.output, dmap[prog.output], plan.claims["O"])
     s_final = (prog.state, dmap[prog.state], plan.claims["S"])
     name = plan.variant.name
-    scan = _stage(plan, plan.scan, [o_final, s_final], plan.boundary, f"{name} scan kernel")
+    # the fused scan reads the boundary tiles its two finals reach (not the inverses the
+    # intra kernel writes for the backward alone)
+    both = set(plan.split["state"][1]) | set(plan.split["out"][1])
+    scan = _stage(plan, plan.scan, [o_final, s_final], [n for n in plan.boundary if n in both],
+                  f"{name} scan kernel")
     s_defs, s_reads = plan.split["state"]
     o_defs, o_reads = plan.split["out"]
     state = _stage(plan, s_defs, [s_final], s_reads, f"{name} state kernel")
@@ -174,12 +180,15 @@ def split_gradient_stages(plan: Plan, bwd):
     """The gradient stage as a V kernel and a K kernel (backward.split_gradients):
     (V stage, K stage); each carries the V reductions it writes or reads in .reds."""
     from . import backward
-    r = backward.split_gradients(plan, bwd)
+    hoisted = backward.hoist_reverse(plan, bwd)["pre"][3]
+    r = backward.split_gradients(plan, bwd, hoisted)
     loads, env = _backward_inputs()
     name = plan.variant.name
     vplan, vnames, vfinals, vreads = r["v"]
+    henv = {n: Val(f"b_{n}", ("C", "Dv")) for n in r["hoisted"]}
     vst = _stage(vplan, vnames, vfinals, vreads, f"{name} gradient V kernel", state_in_memory=True,
-                 extra_loads=loads, extra_env=env, dense_of=[n for n, _ in r["reds"]])
+                 extra_loads=loads, extra_env=dict(env, **henv), dense_of=[n for n, _ in r["reds"]])
+    vst.hoisted = [(n,) + red_layout(("C", "Dv")) for n in r["hoisted"]]
     kplan, knames, kfinals, kreads = r["k"]
     kenv = dict(env, **{n: Val(f"b_{n}", e.shape()) for n, e in r["reds"]})
     kst = _stage(kplan, knames, kfinals, kreads, f"{name} gradient K kernel", extra_loads=loads, extra_env=kenv)

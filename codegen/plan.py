@@ -184,13 +184,19 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
         got = reach([final[name]])
         plan.split[key] = ([n for n in order if n in got and n not in stored],
                            [n for n in order if n in got and n in stored])
-    plan.boundary = [n for n, _ in defs if n in stored and n in scan_needed]
+    # a chunk's triangular inverse (the WY inverse, DPLR's E) is written too when the
+    # variant has a backward: the backward's kernels read it instead of inverting again
+    inverses = {n for n, e in defs if isinstance(e, ir.Inv) and n in heavy and e.shape() == ("C", "C")} \
+        if v.backward else set()
+    plan.boundary = [n for n, _ in defs if n in stored and (n in scan_needed or n in inverses)]
     plan.logs = {n for n in plan.boundary if n in cum}
     for n in plan.boundary:
         rows, cols = dmap[n].shape()
-        if rows != "C" or cols not in (("Dk", "Dv", "1") if n in cum else ("Dk", "Dv")):
+        if rows != "C" or cols not in (("Dk", "Dv", "1") if n in cum else ("Dk", "Dv", "C") if n in inverses
+                                       else ("Dk", "Dv")):
             raise CodegenError(f"program {prog.name}: {n} ({rows}x{cols}) would cross stages; only "
-                               f"C x Dk and C x Dv tiles (and C x 1 gate products) are written between kernels")
+                               f"C x Dk and C x Dv tiles (and C x 1 gate products, C x C inverses) are "
+                               f"written between kernels")
     intra = set(plan.boundary).union(*(_closure(n, dmap) for n in plan.boundary))
     plan.intra = [n for n, _ in defs if n in intra]
     plan.scan = [n for n, _ in defs if n in scan_needed and n not in stored]

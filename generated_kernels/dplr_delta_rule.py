@@ -16,7 +16,7 @@ ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate
 
 
 @triton.jit(do_not_specialize=["T"])
-def _intra_kernel(k, v, gk, a, b, out_Gamma, out_W, out_C, scale, T,
+def _intra_kernel(k, v, gk, a, b, out_Gamma, out_E, out_W, out_C, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -63,6 +63,7 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_W, out_C, scale, T,
     b_C = (-tl.dot(tl.dot(b_E.to(DT2).to(CT2), _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3))
 
     tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(out_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), b_E.to(out_E.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
     tl.store(out_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_C + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_C.to(out_C.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
@@ -365,7 +366,7 @@ def _dstateh_kernel(q, b, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
         m_mid = (o_t == n_r // 2)[:, None]
         tl.store(dh + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
         p_r = (i_b * NT + i_t).to(tl.int64) * H + i_h
-        b_hr0 = tl.load(r_hr0 + p_r * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]))
+        b_hr0 = tl.load(r_hr0 + p_r * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
         b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
         b_B = tl.load(b + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
@@ -398,7 +399,7 @@ def _dstateh_kernel(q, b, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
 # gradient because every gradient is linear in the cotangents, and the forward never
 # contracts over V, so each term pairs V-blocked tiles of one block only.
 @triton.jit(do_not_specialize=["T", "NTOK"])
-def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_q, d_k, d_v, d_a, d_b, d_gk, scale, T, NTOK,
+def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, h, dh, d_q, d_k, d_v, d_a, d_b, d_gk, scale, T, NTOK,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -440,6 +441,7 @@ def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_q, d_k, 
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_E = tl.load(in_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_C = tl.load(in_C + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     # gC = \mathbf{\Gamma}_{[t]}^{C}
@@ -454,10 +456,6 @@ def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_q, d_k, 
     # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)  (a tile times a gate factor: the tile)
     b_Bl_c = (-b_A.to(tl.float32))
     b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
-    # F = \mathbf{I} + \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_F = (tl.where(m_eye, 1.0, 0.) + _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_B), tl.trans(b_Ar_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))
-    # E = \left(\mathbf{F}_{[t]}\right)^{-1}
-    b_E = _inv_unit_lower(b_F, m_strict, m_eye, BT, IPREC)
     # V1 = \mathbf{V}_{[t]}
     b_V1 = b_V
     # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
@@ -469,7 +467,7 @@ def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_q, d_k, 
     # dC = \delta \mathbf{V}_{[t],2}
     b_dC = b_dV2
     # dKr = \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} - \left(\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + \mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
-    b_dKr = ((tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) - tl.dot(tl.trans(tl.where(m_strict, tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + (tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp(tl.trans(b_gC_log))))
+    b_dKr = ((tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) - tl.dot(tl.trans(tl.where(m_strict, tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dC.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + (tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp(tl.trans(b_gC_log))))
     # dV1 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^C}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
     b_dV1 = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
     # dW = -\delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C}
@@ -477,27 +475,27 @@ def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_q, d_k, 
     # dE = -\delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top + \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}^\top
     b_dE = ((-tl.dot(tl.dot(b_dC.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3).to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
     # dF = -\mathbf{E}_{[t]}^\top \delta \mathbf{E}_{[t]} \mathbf{E}_{[t]}^\top
-    b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dE.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2))
+    b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dE.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_E).to(DT3).to(CT3), input_precision=PREC3))
     # dBl = \mathbf{E}_{[t]}^\top \delta \mathbf{W}_{[t]} - \left(\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{A}_{[t]}}
-    b_dBl = ((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) - tl.dot(tl.where(m_strict, tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_strict, b_dF, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
+    b_dBl = ((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) - tl.dot(tl.where(m_strict, tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dC.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_strict, b_dF, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dAr = \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + \mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
     b_dAr = ((tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3), 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(tl.where(m_strict, b_dF, 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + (tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(tl.trans(b_gC_log))))
     # dA = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
-    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
+    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dC.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
     # dB = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
     b_dB = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
-    b_dK = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_dK = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dC.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
     b_dQ = (((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3), b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dQ, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_q = (((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3), b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dK, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_k = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_g_k = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dC.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # g_v = \delta \mathbf{V}_{[t],1} - \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]}   [claim dplr.fla.dV, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_v = (b_dV1 - tl.dot(tl.dot(tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2))
+    b_g_v = (b_dV1 - tl.dot(tl.dot(tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), tl.trans(b_E).to(DT3).to(CT3), input_precision=PREC3).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2))
     # g_a = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)   [claim dplr.fla.da, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_a = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
+    b_g_a = (-(((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dC.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
     # g_b = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.db, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_b = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # g_gk = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} - \delta \mathbf{B}_{[t]} \odot \mathbf{B}_{[t]} + \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]} + \left[0,\dots,0,\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^C\right) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left(\mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C \odot \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) + \text{suffix\_sum}_{row}\left(\delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}   [claim dplr.fla.dlogalpha.grouped, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
@@ -523,11 +521,11 @@ def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_q, d_k, 
 # kernel reads them summed over the blocks and never touches a tile with a V dimension,
 # so neither holds the other's tiles (fewer registers, no spills across the whole chain)
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, scale, T, NCH,
+def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, r_hr0, scale, T, NCH,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BKF: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -549,6 +547,10 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_v, r_vr
     p_hs = ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
+    # the reverse scan's parallel tiles (its intra-chunk part of delta U), read, not formed
+    # again; columns past V were never written (its V blocks may be narrower than BV_full)
+    p_h = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    b_hr0 = tl.load(r_hr0 + p_h * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
     b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
@@ -559,6 +561,7 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_v, r_vr
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_E = tl.load(in_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_C = tl.load(in_C + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     # gC = \mathbf{\Gamma}_{[t]}^{C}
@@ -573,16 +576,12 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_v, r_vr
     # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)  (a tile times a gate factor: the tile)
     b_Bl_c = (-b_A.to(tl.float32))
     b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
-    # F = \mathbf{I} + \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_F = (tl.where(m_eye, 1.0, 0.) + _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_B), tl.trans(b_Ar_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))
-    # E = \left(\mathbf{F}_{[t]}\right)^{-1}
-    b_E = _inv_unit_lower(b_F, m_strict, m_eye, BT, IPREC)
     # V1 = \mathbf{V}_{[t]}
     b_V1 = b_V
     # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
     b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
-    # dV2 = \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^C}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-    b_dV2 = (tl.dot((b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    # dV2 = \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^C}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]})
+    b_dV2 = (tl.dot((b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + b_hr0)
     # dC = \delta \mathbf{V}_{[t],2}
     b_dC = b_dV2
     # dV1 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^C}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
@@ -594,7 +593,7 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_v, r_vr
     # vr2 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top
     b_vr2 = tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3)
     # vr3 = \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top
-    b_vr3 = tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
+    b_vr3 = tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dC.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
     # vr4 = \mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C
     b_vr4 = tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
     # vr5 = \delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C}
@@ -606,7 +605,7 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_v, r_vr
     # vr8 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^C\right)
     b_vr8 = tl.sum(tl.trans(b_s) * tl.trans(b_ds), axis=1, keep_dims=True)
     # g_v = \delta \mathbf{V}_{[t],1} - \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]}   [claim dplr.fla.dV, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_v = (b_dV1 - tl.dot(tl.dot(tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2))
+    b_g_v = (b_dV1 - tl.dot(tl.dot(tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), tl.trans(b_E).to(DT3).to(CT3), input_precision=PREC3).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
     p_r = i_v.to(tl.int64) * NCH + (i_b * tl.cdiv(T, BT) + i_t) * H + i_h
@@ -622,7 +621,7 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_W, in_C, h, dh, d_v, r_vr
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradk_kernel(q, k, gk, a, b, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, d_q, d_k, d_a, d_b, d_gk, scale, T, NCH,
+def _dgradk_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, d_q, d_k, d_a, d_b, d_gk, scale, T, NCH,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -681,6 +680,7 @@ def _dgradk_kernel(q, k, gk, a, b, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, 
     b_B = tl.load(b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_E = tl.load(in_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     # gC = \mathbf{\Gamma}_{[t]}^{C}
     b_gC_log = tl.trans(b_Gamma_log_last)
     b_gC = tl.exp(b_gC_log)
@@ -693,10 +693,6 @@ def _dgradk_kernel(q, k, gk, a, b, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, 
     # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)  (a tile times a gate factor: the tile)
     b_Bl_c = (-b_A.to(tl.float32))
     b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
-    # F = \mathbf{I} + \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_F = (tl.where(m_eye, 1.0, 0.) + _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_B), tl.trans(b_Ar_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))
-    # E = \left(\mathbf{F}_{[t]}\right)^{-1}
-    b_E = _inv_unit_lower(b_F, m_strict, m_eye, BT, IPREC)
     # dQl = (\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top) \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}} + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top) \odot \mathbf{M}\right) \overrightarrow{\mathbf{A}_{[t]}}
     b_dQl = ((b_vr0 + tl.dot(tl.where(m_incl, b_vr1, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_incl, b_vr2, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dKr = \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} - \left((\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top) \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + (\mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
@@ -706,13 +702,13 @@ def _dgradk_kernel(q, k, gk, a, b, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, 
     # dE = -(\delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top) \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top + \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}^\top
     b_dE = ((-tl.dot(b_vr6.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
     # dF = -\mathbf{E}_{[t]}^\top \delta \mathbf{E}_{[t]} \mathbf{E}_{[t]}^\top
-    b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dE.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2))
+    b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dE.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_E).to(DT3).to(CT3), input_precision=PREC3))
     # dBl = \mathbf{E}_{[t]}^\top \delta \mathbf{W}_{[t]} - \left((\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top) \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{A}_{[t]}}
-    b_dBl = ((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) - tl.dot(tl.where(m_strict, b_vr3, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_strict, b_dF, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
+    b_dBl = ((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) - tl.dot(tl.where(m_strict, b_vr3, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_strict, b_dF, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dAr = \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + (\mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
     b_dAr = ((tl.dot(tl.trans(tl.where(m_incl, b_vr2, 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(tl.where(m_strict, b_dF, 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + (b_vr7 * tl.exp(tl.trans(b_gC_log))))
     # dA = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
-    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
+    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
     # dB = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
     b_dB = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
@@ -724,7 +720,7 @@ def _dgradk_kernel(q, k, gk, a, b, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, 
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dK, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_k = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # g_a = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)   [claim dplr.fla.da, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_a = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
+    b_g_a = (-(((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
     # g_b = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.db, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_b = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # g_gk = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} - \delta \mathbf{B}_{[t]} \odot \mathbf{B}_{[t]} + \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^C\right)) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C) \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + (\mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C) \odot \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) + \text{suffix\_sum}_{row}\left(\delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}   [claim dplr.fla.dlogalpha.grouped, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
@@ -741,7 +737,7 @@ def _dgradk_kernel(q, k, gk, a, b, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, 
 # tiles (and the gradients without a K dimension) that depend on whole K rows, the KB
 # kernel, blocked over K, computes the gradients with a K dimension from them
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradc_kernel(k, gk, a, b, in_Gamma, r_vr5, r_vr6, w_E, w_dF, scale, T, NCH,
+def _dgradc_kernel(k, gk, a, in_Gamma, in_E, r_vr5, r_vr6, w_dF, scale, T, NCH,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -775,33 +771,26 @@ def _dgradc_kernel(k, gk, a, b, in_Gamma, r_vr5, r_vr6, w_E, w_dF, scale, T, NCH
     b_Alpha_log = tl.load(gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
     b_Alpha_log_last = tl.load(gk + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_A = tl.load(a + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_B = tl.load(b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_E = tl.load(in_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
-    # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Ar_f = (-b_Gamma_log)
     # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)  (a tile times a gate factor: the tile)
     b_Bl_c = (-b_A.to(tl.float32))
     b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
-    # F = \mathbf{I} + \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_F = (tl.where(m_eye, 1.0, 0.) + _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_B), tl.trans(b_Ar_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))
-    # E = \left(\mathbf{F}_{[t]}\right)^{-1}
-    b_E = _inv_unit_lower(b_F, m_strict, m_eye, BT, IPREC)
     # dW = -(\delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C})
     b_dW = (-b_vr5)
     # dE = -(\delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top) \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top + \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}^\top
     b_dE = ((-tl.dot(b_vr6.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
     # dF = -\mathbf{E}_{[t]}^\top \delta \mathbf{E}_{[t]} \mathbf{E}_{[t]}^\top
-    b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dE.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2))
+    b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dE.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_E).to(DT3).to(CT3), input_precision=PREC3))
 
-    tl.store(w_E + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_E)
     tl.store(w_dF + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dF)
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr7, r_vr8, r_E, r_dF, d_q, d_k, d_a, d_b, d_gk, scale, T, NCH,
+def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr7, r_vr8, r_dF, d_q, d_k, d_a, d_b, d_gk, scale, T, NCH,
                     H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -849,7 +838,6 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4,
     b_vr8 = tl.load(r_vr8 + p_r * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr8 += tl.load(r_vr8 + (i_r * NCH + p_r) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
-    b_E = tl.load(r_E + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     b_dF = tl.load(r_dF + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
 
     b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
@@ -860,6 +848,7 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4,
     b_B = tl.load(b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_E = tl.load(in_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     # gC = \mathbf{\Gamma}_{[t]}^{C}
     b_gC_log = tl.trans(b_Gamma_log_last)
     b_gC = tl.exp(b_gC_log)
@@ -879,11 +868,11 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4,
     # dW = -(\delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C})
     b_dW = (-b_vr5)
     # dBl = \mathbf{E}_{[t]}^\top \delta \mathbf{W}_{[t]} - \left((\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top) \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{A}_{[t]}}
-    b_dBl = ((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) - tl.dot(tl.where(m_strict, b_vr3, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_strict, b_dF, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
+    b_dBl = ((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) - tl.dot(tl.where(m_strict, b_vr3, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_strict, b_dF, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dAr = \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + (\mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
     b_dAr = ((tl.dot(tl.trans(tl.where(m_incl, b_vr2, 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(tl.where(m_strict, b_dF, 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + (b_vr7 * tl.exp(tl.trans(b_gC_log))))
     # dA = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
-    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
+    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
     # dB = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
     b_dB = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
@@ -895,7 +884,7 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4,
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dK, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_k = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # g_a = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)   [claim dplr.fla.da, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_a = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
+    b_g_a = (-(((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
     # g_b = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.db, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_b = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # g_gk = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} - \delta \mathbf{B}_{[t]} \odot \mathbf{B}_{[t]} + \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^C\right)) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C) \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + (\mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C) \odot \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) + \text{suffix\_sum}_{row}\left(\delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}   [claim dplr.fla.dlogalpha.grouped, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
@@ -921,9 +910,10 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
     types = kernel_types(q.dtype, q.device, til)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, Gamma, W, C, scale, T,
+    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, Gamma, E, W, C, scale, T,
                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
                                               num_warps=til["prep_warps"], num_stages=til["prep_stages"])
 
@@ -947,7 +937,7 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
     else:
         raise ValueError(f"TILING['schedule'] must be 'fused' or 'split', got {til['schedule']!r}")
     if keep:
-        kept = dict(Gamma=Gamma, W=W, C=C, h=h) if til["schedule"] == "split" else None
+        kept = dict(Gamma=Gamma, E=E, W=W, C=C, h=h) if til["schedule"] == "split" else None
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -963,9 +953,10 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None):
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
     types = kernel_types(q.dtype, q.device, til)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, Gamma, W, C, scale, T,
+    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, Gamma, E, W, C, scale, T,
                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
                                               num_warps=til["prep_warps"], num_stages=til["prep_stages"])
 
@@ -1008,9 +999,10 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     types = kernel_types(q.dtype, q.device, til)
     if kept is None:
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+        E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-        _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, Gamma, W, C, scale, T,
+        _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, Gamma, E, W, C, scale, T,
                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
                                                   num_warps=til["prep_warps"], num_stages=til["prep_stages"])
 
@@ -1025,6 +1017,7 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
         NT = triton.cdiv(T, BT)
         h = kept["h"]
         Gamma = kept["Gamma"]
+        E = kept["E"]
         W = kept["W"]
         C = kept["C"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
@@ -1067,22 +1060,26 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
         d_a = torch.empty_like(a)
         d_b = torch.empty_like(b)
         d_gk = torch.empty_like(gk)
-        _dgradv_kernel[(NV, NT, B * H)](q, k, v, gk, a, b, do, Gamma, W, C, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, scale, T, NCH,
-                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, BKF=BK,
+        if not til.get("dstate_hoist"):     # the reverse scan did not write them: write them now
+            r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
+            _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, b, do, Gamma, r_hr0, scale, T,
+                                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
+                                                                num_warps=til["out_warps"], num_stages=til["out_stages"])
+        _dgradv_kernel[(NV, NT, B * H)](q, k, v, gk, a, b, do, Gamma, E, W, C, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, r_hr0, scale, T, NCH,
+                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, BKF=BK, BVF=BV_full,
                                        num_warps=til["grad_warps"], num_stages=til["grad_stages"])
         kwarps = til.get("gradk_warps") or til["grad_warps"]
         if til.get("grad_ksplit"):
             BKB = min(til["grad_ksplit"], BK)
-            r_E = torch.empty(NCH, BT * BT, dtype=torch.float32, device=q.device)
             r_dF = torch.empty(NCH, BT * BT, dtype=torch.float32, device=q.device)
-            _dgradc_kernel[(NT, B * H)](k, gk, a, b, Gamma, r_vr5, r_vr6, r_E, r_dF, scale, T, NCH,
+            _dgradc_kernel[(NT, B * H)](k, gk, a, Gamma, E, r_vr5, r_vr6, r_dF, scale, T, NCH,
                                        H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
                                        num_warps=kwarps, num_stages=til["grad_stages"])
-            _dgradkb_kernel[(triton.cdiv(K, BKB), NT, B * H)](q, k, gk, a, b, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr7, r_vr8, r_E, r_dF, d_q, d_k, d_a, d_b, d_gk, scale, T, NCH,
+            _dgradkb_kernel[(triton.cdiv(K, BKB), NT, B * H)](q, k, gk, a, b, Gamma, E, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr7, r_vr8, r_dF, d_q, d_k, d_a, d_b, d_gk, scale, T, NCH,
                                                              H=H, K=K, V=V, BT=BT, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK,
                                                              num_warps=kwarps, num_stages=til["grad_stages"])
             return dict(q=d_q, k=d_k, v=d_v, a=d_a, b=d_b, gk=d_gk, initial_state=dh0)
-        _dgradk_kernel[(NT, B * H)](q, k, gk, a, b, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, d_q, d_k, d_a, d_b, d_gk, scale, T, NCH,
+        _dgradk_kernel[(NT, B * H)](q, k, gk, a, b, Gamma, E, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, d_q, d_k, d_a, d_b, d_gk, scale, T, NCH,
                                    H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
                                    num_warps=kwarps, num_stages=til["grad_stages"])
         return dict(q=d_q, k=d_k, v=d_v, a=d_a, b=d_b, gk=d_gk, initial_state=dh0)
@@ -1093,7 +1090,7 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     d_b = torch.empty((NV,) + tuple(b.shape), dtype=b.dtype if NV == 1 else torch.float32, device=q.device)
     d_gk = torch.empty((NV,) + tuple(gk.shape), dtype=gk.dtype if NV == 1 else torch.float32, device=q.device)
     for go in grad_launches(til, ARGS):
-        _dgrad_kernel[(NV, NT, B * H)](q, k, v, gk, a, b, do, Gamma, W, C, h, dh, d_q, d_k, d_v, d_a, d_b, d_gk, scale, T, B * T * H,
+        _dgrad_kernel[(NV, NT, B * H)](q, k, v, gk, a, b, do, Gamma, E, W, C, h, dh, d_q, d_k, d_v, d_a, d_b, d_gk, scale, T, B * T * H,
                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, GO=go,
                                       num_warps=til["grad_warps"], num_stages=til["grad_stages"])
     d_q = d_q[0] if NV == 1 else d_q.sum(0).to(q.dtype)

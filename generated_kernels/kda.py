@@ -16,7 +16,7 @@ ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
 
 
 @triton.jit(do_not_specialize=["T"])
-def _intra_kernel(k, v, g, beta, out_Gamma, out_W, out_U, scale, T,
+def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -61,6 +61,7 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_W, out_U, scale, T,
     b_U = tl.dot((b_At * tl.trans(b_DB)).to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3)
 
     tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(out_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), b_At.to(out_At.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
     tl.store(out_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_U.to(out_U.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
@@ -343,7 +344,7 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
         m_mid = (o_t == n_r // 2)[:, None]
         tl.store(dh + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
         p_r = (i_b * NT + i_t).to(tl.int64) * H + i_h
-        b_hr0 = tl.load(r_hr0 + p_r * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]))
+        b_hr0 = tl.load(r_hr0 + p_r * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
         b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
         b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
@@ -374,7 +375,7 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
 # gradient because every gradient is linear in the cotangents, and the forward never
 # contracts over V, so each term pairs V-blocked tiles of one block only.
 @triton.jit(do_not_specialize=["T", "NTOK"])
-def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_q, d_k, d_v, d_g, d_beta, scale, T, NTOK,
+def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_At, in_W, in_U, h, dh, d_q, d_k, d_v, d_g, d_beta, scale, T, NTOK,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -412,6 +413,7 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_q, d_k, d_v,
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     # gC = \mathbf{\Gamma}_{[t]}^{C}
@@ -425,10 +427,6 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_q, d_k, d_v,
     b_Kr_f = (-b_Gamma_log)
     # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)  (kept as its diagonal)
     b_DB = b_Beta
-    # Xt = \mathbf{I} + \text{Diag}(\boldsymbol{\beta}_{[t]}) \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_Xt = (tl.where(m_eye, 1.0, 0.) + (b_DB * _masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)))
-    # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}
-    b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
     # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
     b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
     # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],new}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
@@ -442,7 +440,7 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_q, d_k, d_v,
     # dAt = \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}(\boldsymbol{\beta}_{[t]}) + \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top \text{Diag}(\boldsymbol{\beta}_{[t]})
     b_dAt = ((tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_DB)) + (tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3) * tl.trans(b_DB)))
     # dXt = \left(-\widetilde{\mathbf{A}}_{[t]}^\top\right) \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
-    b_dXt = tl.dot(tl.dot((-tl.trans(b_At)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2)
+    b_dXt = tl.dot(tl.dot((-tl.trans(b_At).to(tl.float32)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_At).to(DT3).to(CT3), input_precision=PREC3)
     # dKl = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}}
     b_dKl = (tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_strict, (b_DB * b_dXt), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dKr = \mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{K}_{[t]}}
@@ -450,7 +448,7 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_q, d_k, d_v,
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
     b_dQ = ((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
     # dDB = \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top + \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top + \delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top
-    b_dDB = ((tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(b_dXt.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), input_precision=PREC2))
+    b_dDB = ((tl.dot(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dU.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(b_dXt.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), input_precision=PREC2))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim kda.dQ, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{Q}_{[t]}\), line 127, row 2]
     b_g_q = ((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
     # g_k = \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} + \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim kda.dK, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{K}_{[t]}\), line 245, row 1]
@@ -460,7 +458,7 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_q, d_k, d_v,
     # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,\text{diag}\left({\mathbf{S}_{[t]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)\right]^\top\right)   [claim kda.dlogAlpha, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
     b_g_g = tl.cumsum((((b_dQ * b_Q) + ((((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, PREC2)) * b_K) - ((((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) * b_K))) + tl.where(m_last, tl.trans(tl.sum(tl.trans(b_S) * tl.trans(b_ds), axis=1, keep_dims=True)), 0.)), axis=0, reverse=True)
     # g_beta = \text{diag}\left(\delta \text{Diag}(\boldsymbol{\beta}_{[t]})\right)   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2) * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)) + tl.sum(b_dXt * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))), axis=1, keep_dims=True))
+    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + tl.sum(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dU.to(DT3).to(CT3), input_precision=PREC3) * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)) + tl.sum(b_dXt * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))), axis=1, keep_dims=True))
 
     if (GO >> 0) & 1:
         tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
@@ -480,11 +478,11 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_q, d_k, d_v,
 # kernel reads them summed over the blocks and never touches a tile with a V dimension,
 # so neither holds the other's tiles (fewer registers, no spills across the whole chain)
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, scale, T, NCH,
+def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_W, in_U, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_hr0, scale, T, NCH,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BKF: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -506,36 +504,32 @@ def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_v, r_vr0, r
     p_hs = ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
-    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    # the reverse scan's parallel tiles (its intra-chunk part of delta U), read, not formed
+    # again; columns past V were never written (its V blocks may be narrower than BV_full)
+    p_h = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    b_hr0 = tl.load(r_hr0 + p_h * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     # gC = \mathbf{\Gamma}_{[t]}^{C}
     b_gC_log = tl.trans(b_Gamma_log_last)
     b_gC = tl.exp(b_gC_log)
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
-    # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Kl_f = b_Gamma_log
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
     # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)  (kept as its diagonal)
     b_DB = b_Beta
-    # Xt = \mathbf{I} + \text{Diag}(\boldsymbol{\beta}_{[t]}) \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_Xt = (tl.where(m_eye, 1.0, 0.) + (b_DB * _masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)))
-    # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}
-    b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
     # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
     b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
     # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],new}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
     b_S = ((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
-    # dU = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-    b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    # dU = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]})
+    b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + b_hr0)
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top
@@ -549,7 +543,7 @@ def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_v, r_vr0, r
     # vr5 = \text{diag}\left({\mathbf{S}_{[t]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)
     b_vr5 = tl.sum(tl.trans(b_S) * tl.trans(b_ds), axis=1, keep_dims=True)
     # vr6 = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)
-    b_vr6 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2) * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
+    b_vr6 = tl.sum(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dU.to(DT3).to(CT3), input_precision=PREC3) * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
     # g_v = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]}   [claim kda.dV, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{V}_{[t]}\), line 134, row 1]
     b_g_v = tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
 
@@ -565,7 +559,7 @@ def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_W, in_U, h, dh, d_v, r_vr0, r
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradk_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, d_q, d_k, d_g, d_beta, scale, T, NCH,
+def _dgradk_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, d_q, d_k, d_g, d_beta, scale, T, NCH,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -615,6 +609,7 @@ def _dgradk_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     # gC = \mathbf{\Gamma}_{[t]}^{C}
     b_gC_log = tl.trans(b_Gamma_log_last)
     b_gC = tl.exp(b_gC_log)
@@ -626,10 +621,6 @@ def _dgradk_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr
     b_Kr_f = (-b_Gamma_log)
     # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)  (kept as its diagonal)
     b_DB = b_Beta
-    # Xt = \mathbf{I} + \text{Diag}(\boldsymbol{\beta}_{[t]}) \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_Xt = (tl.where(m_eye, 1.0, 0.) + (b_DB * _masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)))
-    # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}
-    b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
     # dQl = (\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}}
     b_dQl = (b_vr0 + tl.dot(tl.where(m_incl, b_vr1, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dW = (\left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C})
@@ -637,7 +628,7 @@ def _dgradk_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr
     # dAt = \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}(\boldsymbol{\beta}_{[t]}) + (\delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top) \text{Diag}(\boldsymbol{\beta}_{[t]})
     b_dAt = ((tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_DB)) + (b_vr3 * tl.trans(b_DB)))
     # dXt = \left(-\widetilde{\mathbf{A}}_{[t]}^\top\right) \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
-    b_dXt = tl.dot(tl.dot((-tl.trans(b_At)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2)
+    b_dXt = tl.dot(tl.dot((-tl.trans(b_At).to(tl.float32)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_At).to(DT3).to(CT3), input_precision=PREC3)
     # dKl = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}}
     b_dKl = (tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_strict, (b_DB * b_dXt), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dKr = (\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{K}_{[t]}}
@@ -651,7 +642,7 @@ def _dgradk_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr
     # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right))\right]^\top\right)   [claim kda.dlogAlpha, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
     b_g_g = tl.cumsum((((b_dQ * b_Q) + ((((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, PREC2)) * b_K) - ((((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) * b_K))) + tl.where(m_last, tl.trans(b_vr5), 0.)), axis=0, reverse=True)
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top\right)   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))), axis=1, keep_dims=True))
+    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))), axis=1, keep_dims=True))
 
     tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
@@ -663,7 +654,7 @@ def _dgradk_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr
 # tiles (and the gradients without a K dimension) that depend on whole K rows, the KB
 # kernel, blocked over K, computes the gradients with a K dimension from them
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradc_kernel(k, beta, in_Gamma, r_vr2, r_vr3, r_vr6, w_At, w_dXt, d_beta, scale, T, NCH,
+def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta, scale, T, NCH,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -700,32 +691,28 @@ def _dgradc_kernel(k, beta, in_Gamma, r_vr2, r_vr3, r_vr6, w_At, w_dXt, d_beta, 
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Kl_f = b_Gamma_log
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
     # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)  (kept as its diagonal)
     b_DB = b_Beta
-    # Xt = \mathbf{I} + \text{Diag}(\boldsymbol{\beta}_{[t]}) \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_Xt = (tl.where(m_eye, 1.0, 0.) + (b_DB * _masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)))
-    # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}
-    b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
     # dW = (\left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C})
     b_dW = b_vr2
     # dAt = \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}(\boldsymbol{\beta}_{[t]}) + (\delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top) \text{Diag}(\boldsymbol{\beta}_{[t]})
     b_dAt = ((tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_DB)) + (b_vr3 * tl.trans(b_DB)))
     # dXt = \left(-\widetilde{\mathbf{A}}_{[t]}^\top\right) \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
-    b_dXt = tl.dot(tl.dot((-tl.trans(b_At)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2)
+    b_dXt = tl.dot(tl.dot((-tl.trans(b_At).to(tl.float32)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_At).to(DT3).to(CT3), input_precision=PREC3)
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top\right)   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))), axis=1, keep_dims=True))
+    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))), axis=1, keep_dims=True))
 
-    tl.store(w_At + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_At)
     tl.store(w_dXt + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
     tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty), mask=m_r)
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradkb_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_At, r_dXt, d_q, d_k, d_g, scale, T, NCH,
+def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, scale, T, NCH,
                     H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -764,7 +751,6 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_A
     b_vr5 = tl.load(r_vr5 + p_r * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_r) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
-    b_At = tl.load(r_At + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     b_dXt = tl.load(r_dXt + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
 
     b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
@@ -772,6 +758,7 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_A
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     # gC = \mathbf{\Gamma}_{[t]}^{C}
     b_gC_log = tl.trans(b_Gamma_log_last)
     b_gC = tl.exp(b_gC_log)
@@ -818,9 +805,10 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
     types = kernel_types(q.dtype, q.device, til)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, W, U, scale, T,
+    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
                                               num_warps=til["prep_warps"], num_stages=til["prep_stages"])
 
@@ -844,7 +832,7 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     else:
         raise ValueError(f"TILING['schedule'] must be 'fused' or 'split', got {til['schedule']!r}")
     if keep:
-        kept = dict(Gamma=Gamma, W=W, U=U, h=h) if til["schedule"] == "split" else None
+        kept = dict(Gamma=Gamma, At=At, W=W, U=U, h=h) if til["schedule"] == "split" else None
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -860,9 +848,10 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None):
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
     types = kernel_types(q.dtype, q.device, til)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, W, U, scale, T,
+    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
                                               num_warps=til["prep_warps"], num_stages=til["prep_stages"])
 
@@ -905,9 +894,10 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     types = kernel_types(q.dtype, q.device, til)
     if kept is None:
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+        At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-        _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, W, U, scale, T,
+        _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
                                                   num_warps=til["prep_warps"], num_stages=til["prep_stages"])
 
@@ -922,6 +912,7 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
         NT = triton.cdiv(T, BT)
         h = kept["h"]
         Gamma = kept["Gamma"]
+        At = kept["At"]
         W = kept["W"]
         U = kept["U"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
@@ -961,22 +952,26 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
         d_v = torch.empty_like(v)
         d_g = torch.empty_like(g)
         d_beta = torch.empty_like(beta)
-        _dgradv_kernel[(NV, NT, B * H)](q, k, v, beta, do, Gamma, W, U, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, scale, T, NCH,
-                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, BKF=BK,
+        if not til.get("dstate_hoist"):     # the reverse scan did not write them: write them now
+            r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
+            _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
+                                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
+                                                                num_warps=til["out_warps"], num_stages=til["out_stages"])
+        _dgradv_kernel[(NV, NT, B * H)](k, v, beta, do, Gamma, At, W, U, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_hr0, scale, T, NCH,
+                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, BKF=BK, BVF=BV_full,
                                        num_warps=til["grad_warps"], num_stages=til["grad_stages"])
         kwarps = til.get("gradk_warps") or til["grad_warps"]
         if til.get("grad_ksplit"):
             BKB = min(til["grad_ksplit"], BK)
-            r_At = torch.empty(NCH, BT * BT, dtype=torch.float32, device=q.device)
             r_dXt = torch.empty(NCH, BT * BT, dtype=torch.float32, device=q.device)
-            _dgradc_kernel[(NT, B * H)](k, beta, Gamma, r_vr2, r_vr3, r_vr6, r_At, r_dXt, d_beta, scale, T, NCH,
+            _dgradc_kernel[(NT, B * H)](k, beta, Gamma, At, r_vr2, r_vr3, r_vr6, r_dXt, d_beta, scale, T, NCH,
                                        H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
                                        num_warps=kwarps, num_stages=til["grad_stages"])
-            _dgradkb_kernel[(triton.cdiv(K, BKB), NT, B * H)](q, k, beta, Gamma, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_At, r_dXt, d_q, d_k, d_g, scale, T, NCH,
+            _dgradkb_kernel[(triton.cdiv(K, BKB), NT, B * H)](q, k, beta, Gamma, At, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, scale, T, NCH,
                                                              H=H, K=K, V=V, BT=BT, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK,
                                                              num_warps=kwarps, num_stages=til["grad_stages"])
             return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)
-        _dgradk_kernel[(NT, B * H)](q, k, beta, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, d_q, d_k, d_g, d_beta, scale, T, NCH,
+        _dgradk_kernel[(NT, B * H)](q, k, beta, Gamma, At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, d_q, d_k, d_g, d_beta, scale, T, NCH,
                                    H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
                                    num_warps=kwarps, num_stages=til["grad_stages"])
         return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)
@@ -986,7 +981,7 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     d_g = torch.empty((NV,) + tuple(g.shape), dtype=g.dtype if NV == 1 else torch.float32, device=q.device)
     d_beta = torch.empty((NV,) + tuple(beta.shape), dtype=beta.dtype if NV == 1 else torch.float32, device=q.device)
     for go in grad_launches(til, ARGS):
-        _dgrad_kernel[(NV, NT, B * H)](q, k, v, beta, do, Gamma, W, U, h, dh, d_q, d_k, d_v, d_g, d_beta, scale, T, B * T * H,
+        _dgrad_kernel[(NV, NT, B * H)](q, k, v, beta, do, Gamma, At, W, U, h, dh, d_q, d_k, d_v, d_g, d_beta, scale, T, B * T * H,
                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, GO=go,
                                       num_warps=til["grad_warps"], num_stages=til["grad_stages"])
     d_q = d_q[0] if NV == 1 else d_q.sum(0).to(q.dtype)
