@@ -26,7 +26,7 @@ PTR = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
-def signature(fn, dtype, consts):
+def signature(fn, dtype, consts, fp32_tiles=()):
     sig = {}
     for name in inspect.signature(fn.fn).parameters:
         if name in consts:
@@ -35,7 +35,8 @@ def signature(fn, dtype, consts):
             sig[name] = "fp32"
         elif name in ("T", "H", "NTOK", "NCH", "use_h0", "store_ht", "use_dht"):
             sig[name] = "i32"
-        elif name in ("h0", "ht", "dh", "dht", "dh0") or name.endswith("_Gamma") or name in ("g", "gk"):
+        elif name in ("h0", "ht", "dh", "dht", "dh0") or name.endswith("_Gamma") or name in ("g", "gk") \
+                or name.split("_", 1)[-1] in fp32_tiles and name.startswith(("in_", "out_")):
             sig[name] = "*fp32"
         elif name.startswith(("r_", "w_")):   # tiles passed between the backward's kernels
             sig[name] = "*fp32"
@@ -74,14 +75,14 @@ def ptxas_usage(ptx, arch):
             f"{spill.group(1) + '/' + spill.group(2) if spill else '?'} B")
 
 
-def compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target):
+def compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target, mod=None):
     # each kernel with the product types the generated module launches it with
     grad = kname in ("_dgrad_kernel", "_dgradv_kernel", "_dgradk_kernel", "_dgradc_kernel", "_dgradkb_kernel")
     stage = "dstate" if kname in ("_dstate_kernel", "_dstateh_kernel", "_dstate_pre_kernel") else ("grad" if grad else None)
     types = _runtime.kernel_types(TORCH_DTYPES[args.dtype], torch.device("cuda"), til, stage)
     consts = dict(K=args.K, V=args.V, BT=BT, BK=BK, BV=BVF if kname == "_intra_kernel" else BV, **types)
     role = "grad" if grad else {"_intra_kernel": "prep", "_out_kernel": "out", "_dstate_pre_kernel": "out"}.get(kname, "scan")
-    if kname in ("_dstateh_kernel", "_dstate_pre_kernel"):
+    if kname in ("_dstateh_kernel", "_dstate_pre_kernel", "_dgradv_kernel"):
         consts.update(BVF=BVF)
     if grad:   # the gradient kernels: their own V blocks
         consts.update(BV=min(til["grad_BV"], BVF))
@@ -96,7 +97,7 @@ def compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target):
     label = kname if go is None else f"{kname}[GO={go}]"
     t0 = time.time()
     try:
-        src = ASTSource(fn, signature(fn, args.dtype, consts), constexprs=consts)
+        src = ASTSource(fn, signature(fn, args.dtype, consts, getattr(mod, "FP32_TILES", ())), constexprs=consts)
         opts = {"num_warps": til[role + "_warps"], "num_stages": til[role + "_stages"]}
         if kname in ("_dgradk_kernel", "_dgradc_kernel", "_dgradkb_kernel") and til.get("gradk_warps"):
             opts["num_warps"] = til["gradk_warps"]
@@ -141,7 +142,7 @@ def main():
             # the gradient kernel is compiled once per launch group (TILING grad_groups)
             groups = _runtime.grad_launches(til, mod.ARGS) if kname == "_dgrad_kernel" else [None]
             for go in groups:
-                bad += compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target)
+                bad += compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target, mod)
     return 1 if bad else 0
 
 
