@@ -94,7 +94,16 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # fp32 backward has not been run on the GPU.
 # grad_split: the gradient stage as a V kernel and a K kernel (codegen/backward.py
 # split_gradients; gradk_warps sizes the K kernel, None: grad_warps) instead of one kernel;
-# grad_groups applies to the single kernel only.  grad_ksplit (a K block size, or None):
+# grad_groups applies to the single kernel only.  Measured on the H200, (4, 4096, 16, 128)
+# bf16, fwd + bwd (benchmarks/results/gpu_backward.md): one kernel -> split -> split with
+# the K split and the hoisted scan: GLA 6.10 -> 3.95 -> 3.94 ms (FLA 3.01), GDN 6.96 ->
+# 6.47 -> 4.83 (3.15), KDA 19.4 -> 16.7 -> 12.5 (4.89), DPLR 42.0 -> 20.6 -> 17.4 (7.61).
+# V blocks of 128 beat 64 for GLA and GDN (3.95 vs 4.63, 6.47 vs 8.58); KDA's and DPLR's V
+# kernels need over 227 KB of shared memory at 128 (offline 262 / 246 KB), so they stay
+# at 64.  K blocks of 32 beat 64 for KDA (12.5 vs 12.9).  DPLR's gradient products in tf32
+# (grad_dots) put every DPLR gradient's bf16 error at FLA's or under but dq's (d gk
+# 1.70e-2 -> 2.55e-3, FLA 7.06e-3) for 1.5 ms; GDN's split kernels with tf32 products need
+# 278 KB of shared memory, so GDN keeps bf16 there.  grad_ksplit (a K block size, or None):
 # the split's K kernel as a C kernel (the C x C tiles that need whole K rows, and the
 # gradients without a K dimension) and a KB kernel blocked over K (split_k).
 # dstate_hoist: the reverse scan's state-free C x V products (the intra-chunk part of
