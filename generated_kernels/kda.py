@@ -331,7 +331,6 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
     NT = tl.cdiv(T, BT)
-    o_one = tl.zeros([1], dtype=tl.int32)
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_s = o_k[None, :] * V + o_v[:, None]
     b_ds = tl.zeros([BV, BK], dtype=tl.float32)
