@@ -31,3 +31,13 @@ def test_fwdbwd_rejects_an_unknown_tiling_key(bench_path):
     import fwdbwd_vs_fla as fb
     with pytest.raises(SystemExit, match="not a TILING key"):
         fb.main(["--variant", "gla", "--smoke", "--shape", "1,5,1,16", "--ours-set", "nope=1"])
+
+
+def test_cpu_grad_accuracy_rows_and_unknown_key(bench_path, capsys):
+    import cpu_grad_accuracy as ga
+    ga.main(["--variant", "gla", "--shape", "1,20,1,16,16", "--set", "", "--set", "grad_dots=input"])
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert [r.split(":")[0] for r in rows] == ["gla defaults", "gla grad_dots=input"]
+    assert all("dg " in r for r in rows)
+    with pytest.raises(SystemExit, match="not TILING keys"):
+        ga.main(["--variant", "gla", "--shape", "1,5,1,16,16", "--set", "nope=1"])
