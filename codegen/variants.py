@@ -119,7 +119,7 @@ _TILING = {"BT": 64, "BV": 64, "scan_warps": 8, "scan_stages": 2, "prep_warps": 
            "dstate_dots": None,
            "out_warps": 4, "out_stages": 2, "computed_dots": "tf32", "inverse16": "tf32", "gate_products": "stable",
            "fp32_products": "ieee",
-           "schedule": "split", "keep_forward": True,
+           "schedule": "split", "keep_forward": True, "states_fp32": False,
            "fp32": {"scan_stages": 1, "out_stages": 1, "BV": 32},
            "fp32_wide": {"BV": 16}}
 _FP32_DELTA = dict(_TILING["fp32"], BT=32)    # the fp32 override of the delta-rule variants

@@ -11,7 +11,7 @@ import triton.language as tl
 
 from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, effective_tiling, explains_resources, grad_launches, kernel_types, needs_grad, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 128, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': None, 'dstate_hoist': True, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 128, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': None, 'dstate_hoist': True, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'states_fp32': False, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["Gamma"]
@@ -480,8 +480,10 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
                                                  num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     elif til["schedule"] == "split":
+        # the backward's chunk states may be kept in fp32 (TILING states_fp32)
+        hdt = torch.float32 if keep and til.get("states_fp32") else q.dtype
         NT = triton.cdiv(T, BT)
-        h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
+        h = torch.empty(B, NT, H, K, V, dtype=hdt, device=q.device)
         _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, Gamma, h, h0, ht, scale, T,
                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
                                                   num_warps=til["scan_warps"], num_stages=til["scan_stages"])
@@ -547,7 +549,7 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
         NT = triton.cdiv(T, BT)
-        h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
+        h = torch.empty(B, NT, H, K, V, dtype=torch.float32 if til.get("states_fp32") else q.dtype, device=q.device)
         _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, Gamma, h, h0, v, scale, T,
                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, use_h0=int(initial_state is not None), store_ht=0,
                                                   num_warps=til["scan_warps"], num_stages=til["scan_stages"])
