@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One device call on a two-GPU machine (kind nvidia-h200-x2), everything bounded by DEADLINE
-# seconds so that the results are always packed:
+# One device call, everything bounded by DEADLINE seconds so that the results are always
+# packed.  On a two-GPU machine (kind nvidia-h200-x2) the two halves below run side by
+# side; on one GPU the timing runs first, alone, and the rest after it on the same GPU:
 #   GPU 0 (timing, one process at a time): benchmarks/sweep.sh on FWDBWD_SPEC (its lines:
 #         "variant tag [--fla] [@SECONDS] [KEY=VALUE ...]"), each line bounded by what is left;
 #   GPU 1 (no timing): the fuzz campaign, one process per variant (FUZZ_EXAMPLES per
@@ -21,8 +22,17 @@ tcache_restore
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH="/tmp/site:$PWD"
 left() { echo $((DEADLINE - (SECONDS - T0))); }
 
-(   # GPU 1: fuzz campaign + gpu tests
-    export CUDA_VISIBLE_DEVICES=1
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ "$NGPU" -lt 2 ]; then      # one GPU: time first, with nothing beside it
+    echo "one GPU: timing first, then the fuzz campaign and the tests"
+    CUDA_VISIBLE_DEVICES=0 DEADLINE=$(left) bash benchmarks/sweep.sh "${FWDBWD_SPEC:-benchmarks/sweeps/final.txt}" "$R" "$(left)"
+    [ -n "${GPU1_SPEC:-}" ] && CUDA_VISIBLE_DEVICES=0 DEADLINE=$(left) bash benchmarks/sweep.sh "$GPU1_SPEC" "$R/gpu1" "$(left)" > /dev/null 2>&1
+    GPU1_SPEC=""
+fi
+SIDE=$([ "$NGPU" -lt 2 ] && echo 0 || echo 1)
+
+(   # GPU 1 (or the only one, after the timing): fuzz campaign + gpu tests
+    export CUDA_VISIBLE_DEVICES=$SIDE
     for v in gla gated_delta_rule kda dplr_delta_rule; do
         [ "${FUZZ_EXAMPLES:-40}" = 0 ] && continue
         timeout -s INT -k 15 "$(( $(left) - 20 ))" python3 -m verify.cli fuzz --variant "$v" --device cuda \
@@ -44,12 +54,15 @@ left() { echo $((DEADLINE - (SECONDS - T0))); }
 ) &
 gpu1=$!
 
-# GPU 0: timing, one process at a time
-CUDA_VISIBLE_DEVICES=0 DEADLINE=$(left) bash benchmarks/sweep.sh "${FWDBWD_SPEC:-benchmarks/sweeps/final.txt}" "$R" "$(left)"
+# GPU 0: timing, one process at a time (on one GPU it ran above)
+[ "$NGPU" -lt 2 ] || CUDA_VISIBLE_DEVICES=0 DEADLINE=$(left) bash benchmarks/sweep.sh "${FWDBWD_SPEC:-benchmarks/sweeps/final.txt}" "$R" "$(left)"
 wait "$gpu1"
 echo "done at $((SECONDS - T0)) s"
 tail -n 3 "$R"/fuzz/*.log "$R"/gpu_tests_*.log 2>/dev/null
+# the tables themselves, in case the files do not come back
+cat "$R/sweep.md" "$R"/fuzz/*.md 2>/dev/null | grep '^|' | grep -v -- '---'
+grep -h -E '^(FAILED|ERROR)|passed|failed' "$R"/gpu_tests_*.log 2>/dev/null | tail -n 20
 [ -f "$R/gpu1/sweep.log" ] && cat "$R/gpu1/sweep.log"
 tar -C "$OUT" -cf "$OUT/results.tar" r && rm -rf "$R"
-tcache_pack "$OUT"
+[ "${TCACHE_PACK:-1}" = 0 ] || tcache_pack "$OUT"      # TCACHE_PACK=0: results only
 ls -la "$OUT"

@@ -17,7 +17,7 @@ tcache_restore() {
 # takes minutes.  tcache_pack DIR [CACHE_PARENT]
 tcache_pack() {
     local parent="${2:-/tmp}"
-    ( cd "$parent" && grep -l -E '"name": "_(intra|scan|state|out|dstate|dgrad|dgradv|dgradk)_kernel"' tcache/*/*.json \
+    ( cd "$parent" && grep -l -E '"name": "_(intra|scan|state|out|dstate[a-z_]*|dgrad[a-z_]*)_kernel"' tcache/*/*.json \
         2>/dev/null | cut -d/ -f1-2 | sort -u > /tmp/tcache_ours.txt
       tar -cf - --exclude-from=/tmp/tcache_ours.txt tcache ) | xz -T0 -6 | split -b 15M - "$1/tcache.part"
 }

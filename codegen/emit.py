@@ -81,8 +81,10 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
             st.loads.append(ld)
     env.update(extra_env or {})
     for r in reads:
+        # a boundary tile is stored in the input dtype (exact in it: raw), but a C x C one in
+        # fp32 (the triangular inverse): rounding that to bf16 for a product lost its bits
         env[r] = Val(None, dmap[r].shape(), log=f"b_{r}_log", last=f"b_{r}_log_last") if r in plan.logs else \
-            Val(f"b_{r}", dmap[r].shape(), raw=True)
+            Val(f"b_{r}", dmap[r].shape(), raw=layout(dmap[r].shape()) != "c")
     pr = TritonPrinter(env, lambda e: planmod.unit_lower(e, dmap, plan.diagonal), where, defs=dmap)
     for n in names:
         e = dmap[n]

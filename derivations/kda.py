@@ -288,6 +288,18 @@ nb.corrected("kda.dlogGamma.expanded", rhs=DLOGG,
 nb.identity("kda.dlogAlpha", 0, "", adj(Alpha) * Alpha, RevCumSum(DLOGG), PR,
             what="derived (not in the note): delta log alpha = suffix sum of delta log Gamma")
 
+# The same gradient grouped for rounding (what the kernel prints), as gla.bwd.dlogalpha_grouped:
+# with S = S_[t-1] Diag(gamma^C) + Vnew^T ->K Diag(gamma^C), diag(S^T dS) = gamma^C .
+# diag(S_[t-1]^T dS) + 1^T E, E = (Vnew dS) . (->K Diag(gamma^C)), the part of -(d->K / Gamma) . K
+# that comes through S.  The last row then adds back the very E the rows subtract; printed from
+# S it adds a differently rounded one (measured: the bf16 gate gradient's error 4.0e-3 -> see
+# benchmarks/results/cpu_grad_accuracy.md).
+E_STATE = (Vnew @ adj(S)) * (Kr @ diag(gC))
+nb.identity("kda.dlogAlpha_grouped", 0, "", adj(Alpha) * Alpha,
+            RevCumSum(DLOGG_QK + PlaceLast(DiagV(S_PREV.T @ adj(S)) * gC + E_STATE.T @ Ones("C", "1"))), PR,
+            what="derived: delta log alpha = suffix sums of (dQ.Q + (d<-K.Gamma).K - (d->K/Gamma).K + "
+                 "[0, ..., gamma^C diag(S_[t-1]^T dS) + 1^T E]), E = (Vnew dS) . (->K Diag(gamma^C))")
+
 # Not in the note: delta S_[t-1] in full (the two partials of lines 92 and 98), the form
 # a backward kernel's reverse scan prints.
 nb.adjoint("kda.bwd.dS_prev", 0, "", adj(S_PREV), adj(S) @ diag(gC) + DO.T @ Ql - adj(U).T @ W, PR,

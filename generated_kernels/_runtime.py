@@ -252,7 +252,7 @@ def gate_products(tiling):
 
 
 # the TILING key of a stage's own computed_dots (None there: computed_dots)
-_STAGE_DOTS = {"dstate": "dstate_dots", "grad": "grad_dots"}
+_STAGE_DOTS = {"dstate": "dstate_dots", "grad": "grad_dots", "gradv": "grad_dots"}
 
 
 def kernel_types(dtype, device, til, stage=None):
@@ -260,8 +260,19 @@ def kernel_types(dtype, device, til, stage=None):
     the reverse scan ("dstate") and the gradient kernel ("grad") may take their own
     computed_dots."""
     dots = til.get(_STAGE_DOTS[stage]) if stage else None
+    if stage == "gradv":        # the split stage's V kernel may take its own (TILING gradv_dots)
+        dots = til.get("gradv_dots") or dots
     t = dot_types(dtype, device, dots or til["computed_dots"], til["inverse16"], til["fp32_products"])
-    t["GS"] = gate_products(til)
+    # the gradient kernels may take their own gate-product form (TILING grad_gate_products)
+    grad = stage in ("grad", "gradv")
+    t["GS"] = gate_products(dict(til, gate_products=til.get("grad_gate_products") or til.get("gate_products", "stable"))
+                            if grad else til)
+    # the gated intra-chunk products (_masked_mix, _masked_gated_dot) of two computed
+    # tiles: PREC2, or in the gradient kernels TILING grad_gprec where they are fp32
+    # operands multiplied in tf32
+    t["GPREC"] = t["PREC2"]
+    if grad and til.get("grad_gprec") and t["PREC2"] == "tf32" and t["DT2"] == tl.float32:
+        t["GPREC"] = til["grad_gprec"]
     return t
 
 
@@ -292,6 +303,9 @@ def block_sizes(K, V, chunk_size, bv):
     return chunk_size, bk, bv_full, min(bv, bv_full)
 
 
+_COMPUTED_DOTS = ("input", "tf32", "tf32_mixed", "tf32x3", "tf32x3_mixed")
+
+
 def dot_types(dtype, device, computed_dots="tf32", inverse16="tf32x3", fp32_products="ieee"):
     """The product types, as kernel constexprs.  A product of two tiles read from memory
     rounds both operands to DT and multiplies in CT with PREC; a tile read from memory
@@ -305,7 +319,10 @@ def dot_types(dtype, device, computed_dots="tf32", inverse16="tf32x3", fp32_prod
       computed tiles in tf32 (10 mantissa bits against bf16's 7) when computed_dots is
       "tf32", or rounded to bf16 like the rest when it is "input"; "tf32_mixed" also
       multiplies an input tile by a computed one in tf32 (the computed one is not
-      rounded to bf16); inverses in ``inverse16`` ("tf32x3", about fp32, or "tf32").
+      rounded to bf16); "tf32x3" and "tf32x3_mixed" are "tf32" and "tf32_mixed" with the
+      products of two computed tiles in tf32x3 (about fp32: where a gradient is the small
+      difference of terms that cancel, tf32's rounding of them is what remains);
+      inverses in ``inverse16`` ("tf32x3", about fp32, or "tf32").
     - fp16 inputs: tf32 throughout (decayed keys such as K / Gamma leave fp16's range
       after a few steps of strong decay; tf32 has fp16's mantissa and fp32's range).
     Triton's interpreter cannot multiply bf16 tiles (it sees their bit patterns), so on
@@ -323,12 +340,14 @@ def dot_types(dtype, device, computed_dots="tf32", inverse16="tf32x3", fp32_prod
         ct = f32 if device.type == "cpu" else tl.bfloat16
         t = dict(DT=tl.bfloat16, CT=ct, PREC="tf32", DT2=tl.bfloat16, CT2=ct, PREC2="tf32",
                  DT3=tl.bfloat16, CT3=ct, PREC3="tf32", IPREC=inverse16)
-        if computed_dots in ("tf32", "tf32_mixed"):
+        if computed_dots not in _COMPUTED_DOTS:
+            raise ValueError(f"computed_dots must be one of {', '.join(_COMPUTED_DOTS)}, got {computed_dots!r}")
+        if computed_dots != "input":
             t.update(DT2=f32, CT2=f32)
-        if computed_dots == "tf32_mixed":
+        if computed_dots.startswith("tf32x3"):
+            t.update(PREC2="tf32x3")
+        if computed_dots.endswith("_mixed"):
             t.update(DT3=f32, CT3=f32)
-        elif computed_dots not in ("tf32", "input"):
-            raise ValueError(f"computed_dots must be 'tf32', 'tf32_mixed' or 'input', got {computed_dots!r}")
     if inverse16 not in ("tf32", "tf32x3"):
         raise ValueError(f"inverse16 must be 'tf32' or 'tf32x3', got {inverse16!r}")
     return t

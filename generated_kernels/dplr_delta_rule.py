@@ -11,7 +11,7 @@ import triton.language as tl
 
 from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, effective_tiling, explains_resources, grad_launches, kernel_types, needs_grad, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 64, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': 32, 'dstate_hoist': True, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'states_fp32': False, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 64, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': 32, 'dstate_hoist': True, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'grad_gate_products': None, 'grad_gprec': 'tf32x3', 'gradv_dots': 'input', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate_k'))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["E", "Gamma"]
@@ -22,7 +22,7 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_E, out_W, out_C, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -56,13 +56,13 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_E, out_W, out_C, scale, T,
     b_Bl_c = (-b_A.to(tl.float32))
     b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
     # F = \mathbf{I} + \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_F = (tl.where(m_eye, 1.0, 0.) + _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_B), tl.trans(b_Ar_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))
+    b_F = (tl.where(m_eye, 1.0, 0.) + _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_B), tl.trans(b_Ar_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC))
     # E = \left(\mathbf{F}_{[t]}\right)^{-1}
     b_E = _inv_unit_lower(b_F, m_strict, m_eye, BT, IPREC)
     # W = \mathbf{E}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}
     b_W = tl.dot(b_E.to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)
     # C = -\mathbf{E}_{[t]} \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right) \mathbf{V}_{[t]}
-    b_C = (-tl.dot(tl.dot(b_E.to(DT2).to(CT2), _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3))
+    b_C = (-tl.dot(tl.dot(b_E.to(DT2).to(CT2), _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC).to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3))
 
     tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), b_E.to(out_E.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
@@ -76,7 +76,7 @@ def _scan_kernel(q, k, v, b, in_Gamma, in_W, in_C, o, h0, ht, scale, T,
                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                 PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
+                 PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, use_h0, store_ht):
     # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -121,7 +121,7 @@ def _scan_kernel(q, k, v, b, in_Gamma, in_W, in_C, o, h0, ht, scale, T,
         # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
         b_V2 = (b_C - tl.dot(b_W.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3))
         # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],1} + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],2}   [claim dplr.fla.O, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 916, row 5]
-        b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT3).to(CT3), b_V1.to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
+        b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC).to(DT3).to(CT3), b_V1.to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
         # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],1}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],2}^\top \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim dplr.fla.S, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 902, row 4]
         b_S = (((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_V1).to(DT3).to(CT3), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(tl.trans(b_V2).to(DT2).to(CT2), (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
 
@@ -138,7 +138,7 @@ def _state_kernel(k, v, b, in_Gamma, in_W, in_C, h, h0, ht, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, use_h0, store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -193,7 +193,7 @@ def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, scale, T,
                 H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+                PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -232,7 +232,7 @@ def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, scale, T,
     # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
     b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
     # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],1} + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],2}   [claim dplr.fla.O, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 916, row 5]
-    b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT3).to(CT3), b_V1.to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
+    b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC).to(DT3).to(CT3), b_V1.to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
@@ -246,7 +246,7 @@ def _dstate_kernel(q, b, do, in_Gamma, in_W, dh, dht, dh0, scale, T,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_dht):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, use_dht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -285,7 +285,7 @@ def _dstate_kernel(q, b, do, in_Gamma, in_W, dh, dht, dh0, scale, T,
         # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
         b_Ar_f = (-b_Gamma_log)
         # dV2 = \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^C}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-        b_dV2 = (tl.dot((b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+        b_dV2 = (tl.dot((b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
         # dC = \delta \mathbf{V}_{[t],2}
         b_dC = b_dV2
         # dS_prev = -\delta \mathbf{C}_{[t]}^\top \mathbf{W}_{[t]} + \delta \mathbf{S}_{[t]}^C \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \delta \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}_{[t]}}   [claim dplr.fla.dS_prev, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
@@ -302,7 +302,7 @@ def _dstate_pre_kernel(q, b, do, in_Gamma, w_hr0, scale, T,
                        H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                        BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                        DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                       PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BVF: tl.constexpr):
+                       PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); BVF: the padded V of the tiles written
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -331,7 +331,7 @@ def _dstate_pre_kernel(q, b, do, in_Gamma, w_hr0, scale, T,
     # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Ar_f = (-b_Gamma_log)
     # hr0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-    b_hr0 = tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3)
+    b_hr0 = tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3)
 
     tl.store(w_hr0 + p_r * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0)
 
@@ -341,7 +341,7 @@ def _dstateh_kernel(q, b, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
                     H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BVF: tl.constexpr, use_dht):
+                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, BVF: tl.constexpr, use_dht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -404,7 +404,7 @@ def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, h, dh, d_q,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GO: tl.constexpr):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, GO: tl.constexpr):
     # one program per (V block, chunk, batch*head); NTOK = B * T * H.  GO: which
     # gradients this launch computes (bit i: argument i); the math the others alone need
     # is dead code and compiled away (TILING grad_groups: fewer live tiles per kernel)
@@ -464,41 +464,41 @@ def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, h, dh, d_q,
     # dQl = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}} + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top \odot \mathbf{M}\right) \overrightarrow{\mathbf{A}_{[t]}}
     b_dQl = ((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3), 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dV2 = \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^C}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-    b_dV2 = (tl.dot((b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    b_dV2 = (tl.dot((b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
     # dC = \delta \mathbf{V}_{[t],2}
     b_dC = b_dV2
     # dKr = \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} - \left(\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + \mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
-    b_dKr = ((tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) - tl.dot(tl.trans(tl.where(m_strict, tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dC.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + (tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp(tl.trans(b_gC_log))))
+    b_dKr = ((tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) - tl.dot(tl.trans(tl.where(m_strict, tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + (tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp(tl.trans(b_gC_log))))
     # dV1 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^C}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-    b_dV1 = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    b_dV1 = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
     # dW = -\delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C}
     b_dW = (-tl.dot(b_dC.to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3))
     # dE = -\delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top + \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}^\top
-    b_dE = ((-tl.dot(tl.dot(b_dC.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3).to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
+    b_dE = ((-tl.dot(tl.dot(b_dC.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3).to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
     # dF = -\mathbf{E}_{[t]}^\top \delta \mathbf{E}_{[t]} \mathbf{E}_{[t]}^\top
-    b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dE.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_E).to(DT3).to(CT3), input_precision=PREC3))
+    b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dE.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2))
     # dBl = \mathbf{E}_{[t]}^\top \delta \mathbf{W}_{[t]} - \left(\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{A}_{[t]}}
-    b_dBl = ((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) - tl.dot(tl.where(m_strict, tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dC.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_strict, b_dF, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
+    b_dBl = ((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) - tl.dot(tl.where(m_strict, tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_strict, b_dF, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dAr = \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + \mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
     b_dAr = ((tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3), 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(tl.where(m_strict, b_dF, 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + (tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(tl.trans(b_gC_log))))
     # dA = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
-    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dC.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
+    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)))
     # dB = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
-    b_dB = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_dB = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
-    b_dK = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dC.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_dK = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) - _masked_mix(tl.trans(tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
-    b_dQ = (((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3), b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    b_dQ = (((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3), b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dQ, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_q = (((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3), b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    b_g_q = (((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3), b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dK, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_k = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dC.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_g_k = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) - _masked_mix(tl.trans(tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # g_v = \delta \mathbf{V}_{[t],1} - \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]}   [claim dplr.fla.dV, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_v = (b_dV1 - tl.dot(tl.dot(tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), tl.trans(b_E).to(DT3).to(CT3), input_precision=PREC3).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2))
+    b_g_v = (b_dV1 - tl.dot(tl.dot(tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC)).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2))
     # g_a = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)   [claim dplr.fla.da, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_a = (-(((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dC.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
+    b_g_a = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)))
     # g_b = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.db, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_b = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_g_b = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # g_gk = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} - \delta \mathbf{B}_{[t]} \odot \mathbf{B}_{[t]} + \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]} + \left[0,\dots,0,\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^C\right) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left(\mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C \odot \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) + \text{suffix\_sum}_{row}\left(\delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}   [claim dplr.fla.dlogalpha.grouped, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_gk = (tl.cumsum(((((((b_dQ * b_Q) - (b_dK * b_K)) - (b_dB * b_B)) + (b_dA * b_A)) + tl.where(m_last, tl.trans(((tl.sum(tl.trans(b_s) * tl.trans(b_ds), axis=1, keep_dims=True) * tl.exp(b_gC_log)) + tl.sum(tl.trans(((tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log))))) + (tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log))))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)) - (b_dA * b_A)), axis=0, reverse=True) + (tl.cumsum((b_dA * b_A), axis=0, reverse=True) - (b_dA * b_A)))
 
@@ -526,7 +526,7 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, h, dh, d_v
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -586,7 +586,7 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, h, dh, d_v
     # dC = \delta \mathbf{V}_{[t],2}
     b_dC = b_dV2
     # dV1 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^C}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-    b_dV1 = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    b_dV1 = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top
@@ -594,7 +594,7 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, h, dh, d_v
     # vr2 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top
     b_vr2 = tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3)
     # vr3 = \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top
-    b_vr3 = tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dC.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
+    b_vr3 = tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
     # vr4 = \mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C
     b_vr4 = tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
     # vr5 = \delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C}
@@ -606,7 +606,7 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, h, dh, d_v
     # vr8 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^C\right)
     b_vr8 = tl.sum(tl.trans(b_s) * tl.trans(b_ds), axis=1, keep_dims=True)
     # g_v = \delta \mathbf{V}_{[t],1} - \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]}   [claim dplr.fla.dV, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_v = (b_dV1 - tl.dot(tl.dot(tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), tl.trans(b_E).to(DT3).to(CT3), input_precision=PREC3).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2))
+    b_g_v = (b_dV1 - tl.dot(tl.dot(tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC)).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
     p_r = i_v.to(tl.int64) * NCH + (i_b * tl.cdiv(T, BT) + i_t) * H + i_h
@@ -626,7 +626,7 @@ def _dgradk_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, r
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (chunk, batch*head): the V reductions summed over the NV blocks
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -701,29 +701,29 @@ def _dgradk_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, r
     # dW = -(\delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C})
     b_dW = (-b_vr5)
     # dE = -(\delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top) \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top + \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}^\top
-    b_dE = ((-tl.dot(b_vr6.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
+    b_dE = ((-tl.dot(b_vr6.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
     # dF = -\mathbf{E}_{[t]}^\top \delta \mathbf{E}_{[t]} \mathbf{E}_{[t]}^\top
-    b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dE.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_E).to(DT3).to(CT3), input_precision=PREC3))
+    b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dE.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2))
     # dBl = \mathbf{E}_{[t]}^\top \delta \mathbf{W}_{[t]} - \left((\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top) \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{A}_{[t]}}
-    b_dBl = ((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) - tl.dot(tl.where(m_strict, b_vr3, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_strict, b_dF, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
+    b_dBl = ((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) - tl.dot(tl.where(m_strict, b_vr3, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_strict, b_dF, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dAr = \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + (\mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
     b_dAr = ((tl.dot(tl.trans(tl.where(m_incl, b_vr2, 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(tl.where(m_strict, b_dF, 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + (b_vr7 * tl.exp(tl.trans(b_gC_log))))
     # dA = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
-    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
+    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)))
     # dB = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
-    b_dB = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_dB = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
-    b_dK = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_dK = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
-    b_dQ = (((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    b_dQ = (((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dQ, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_q = (((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    b_g_q = (((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dK, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_k = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_g_k = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # g_a = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)   [claim dplr.fla.da, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_a = (-(((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
+    b_g_a = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)))
     # g_b = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.db, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_b = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_g_b = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # g_gk = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} - \delta \mathbf{B}_{[t]} \odot \mathbf{B}_{[t]} + \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^C\right)) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C) \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + (\mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C) \odot \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) + \text{suffix\_sum}_{row}\left(\delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}   [claim dplr.fla.dlogalpha.grouped, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_gk = (tl.cumsum(((((((b_dQ * b_Q) - (b_dK * b_K)) - (b_dB * b_B)) + (b_dA * b_A)) + tl.where(m_last, tl.trans(((b_vr8 * tl.exp(b_gC_log)) + tl.sum(tl.trans(((b_vr4 * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log))))) + (b_vr7 * (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log))))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)) - (b_dA * b_A)), axis=0, reverse=True) + (tl.cumsum((b_dA * b_A), axis=0, reverse=True) - (b_dA * b_A)))
 
@@ -742,7 +742,7 @@ def _dgradc_kernel(k, gk, a, in_Gamma, in_E, r_vr5, r_vr6, w_dF, scale, T, NCH,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -783,9 +783,9 @@ def _dgradc_kernel(k, gk, a, in_Gamma, in_E, r_vr5, r_vr6, w_dF, scale, T, NCH,
     # dW = -(\delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C})
     b_dW = (-b_vr5)
     # dE = -(\delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top) \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top + \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}^\top
-    b_dE = ((-tl.dot(b_vr6.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
+    b_dE = ((-tl.dot(b_vr6.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
     # dF = -\mathbf{E}_{[t]}^\top \delta \mathbf{E}_{[t]} \mathbf{E}_{[t]}^\top
-    b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dE.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_E).to(DT3).to(CT3), input_precision=PREC3))
+    b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dE.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(w_dF + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dF)
 
@@ -795,7 +795,7 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, 
                     H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (K block of BK, chunk, batch*head); BKF: the padded K of the tiles
     # in memory
     i_k, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
@@ -869,25 +869,25 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, 
     # dW = -(\delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C})
     b_dW = (-b_vr5)
     # dBl = \mathbf{E}_{[t]}^\top \delta \mathbf{W}_{[t]} - \left((\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top) \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{A}_{[t]}}
-    b_dBl = ((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) - tl.dot(tl.where(m_strict, b_vr3, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_strict, b_dF, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
+    b_dBl = ((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) - tl.dot(tl.where(m_strict, b_vr3, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_strict, b_dF, 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dAr = \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + (\mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
     b_dAr = ((tl.dot(tl.trans(tl.where(m_incl, b_vr2, 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(tl.where(m_strict, b_dF, 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + (b_vr7 * tl.exp(tl.trans(b_gC_log))))
     # dA = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
-    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
+    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)))
     # dB = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
-    b_dB = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_dB = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
-    b_dK = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_dK = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
-    b_dQ = (((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    b_dQ = (((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dQ, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_q = (((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    b_g_q = (((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dK, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_k = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_g_k = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # g_a = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)   [claim dplr.fla.da, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_a = (-(((tl.dot(tl.trans(b_E).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
+    b_g_a = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)))
     # g_b = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.db, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_b = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_g_b = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # g_gk = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} - \delta \mathbf{B}_{[t]} \odot \mathbf{B}_{[t]} + \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^C\right)) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C) \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + (\mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C) \odot \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) + \text{suffix\_sum}_{row}\left(\delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}   [claim dplr.fla.dlogalpha.grouped, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_gk = (tl.cumsum(((((((b_dQ * b_Q) - (b_dK * b_K)) - (b_dB * b_B)) + (b_dA * b_A)) + tl.where(m_last, tl.trans(((b_vr8 * tl.exp(b_gC_log)) + tl.sum(tl.trans(((b_vr4 * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log))))) + (b_vr7 * (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log))))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)) - (b_dA * b_A)), axis=0, reverse=True) + (tl.cumsum((b_dA * b_A), axis=0, reverse=True) - (b_dA * b_A)))
 
@@ -927,10 +927,8 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
                                                  num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     elif til["schedule"] == "split":
-        # the backward's chunk states may be kept in fp32 (TILING states_fp32)
-        hdt = torch.float32 if keep and til.get("states_fp32") else q.dtype
         NT = triton.cdiv(T, BT)
-        h = torch.empty(B, NT, H, K, V, dtype=hdt, device=q.device)
+        h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
         _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, b, Gamma, W, C, h, h0, ht, scale, T,
                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
                                                   num_warps=til["scan_warps"], num_stages=til["scan_stages"])
@@ -1012,7 +1010,7 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
         NT = triton.cdiv(T, BT)
-        h = torch.empty(B, NT, H, K, V, dtype=torch.float32 if til.get("states_fp32") else q.dtype, device=q.device)
+        h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
         _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, b, Gamma, W, C, h, h0, v, scale, T,
                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, use_h0=int(initial_state is not None), store_ht=0,
                                                   num_warps=til["scan_warps"], num_stages=til["scan_stages"])
@@ -1046,6 +1044,7 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     BVG = min(til.get("grad_BV", BV), BV_full)
     NV = triton.cdiv(V, BVG)
     gtypes = kernel_types(q.dtype, q.device, til, "grad")
+    vtypes = kernel_types(q.dtype, q.device, til, "gradv")     # the split stage's V kernel
     if til.get("grad_split"):
         NCH, BKF = B * NT * H, BK
         r_vr0 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
@@ -1069,7 +1068,7 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
                                                                 H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
                                                                 num_warps=til["out_warps"], num_stages=til["out_stages"])
         _dgradv_kernel[(NV, NT, B * H)](q, k, v, gk, a, b, do, Gamma, E, W, C, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, r_hr0, scale, T, NCH,
-                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, BKF=BK, BVF=BV_full,
+                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **vtypes, BKF=BK, BVF=BV_full,
                                        num_warps=til["grad_warps"], num_stages=til["grad_stages"])
         kwarps = til.get("gradk_warps") or til["grad_warps"]
         if til.get("grad_ksplit"):

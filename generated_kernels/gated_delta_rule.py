@@ -11,7 +11,7 @@ import triton.language as tl
 
 from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, effective_tiling, explains_resources, grad_launches, kernel_types, needs_grad, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 128, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'input', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': 64, 'dstate_hoist': True, 'dstate_dots': 'tf32_mixed', 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'states_fp32': False, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 64, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': 64, 'dstate_hoist': True, 'dstate_dots': 'tf32_mixed', 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'grad_gate_products': None, 'grad_gprec': None, 'gradv_dots': None, 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_h'), ('beta', 'head'))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["At", "Gamma"]
@@ -22,7 +22,7 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_Wl, out_U, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -72,7 +72,7 @@ def _scan_kernel(q, k, in_Gamma, in_Wl, in_U, o, h0, ht, scale, T,
                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                 PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
+                 PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, use_h0, store_ht):
     # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -128,7 +128,7 @@ def _state_kernel(k, in_Gamma, in_Wl, in_U, h, h0, ht, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, use_h0, store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -177,7 +177,7 @@ def _out_kernel(q, k, in_Gamma, in_Wl, in_U, h, o, scale, T,
                 H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+                PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -224,7 +224,7 @@ def _dstate_kernel(q, k, do, in_Gamma, in_Wl, dh, dht, dh0, scale, T,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_dht):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, use_dht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -278,7 +278,7 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
                        H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                        BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                        DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                       PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BVF: tl.constexpr):
+                       PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); BVF: the padded V of the tiles written
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -317,7 +317,7 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T,
                     H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BVF: tl.constexpr, use_dht):
+                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, BVF: tl.constexpr, use_dht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -378,7 +378,7 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, h, dh, d_q, d
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GO: tl.constexpr):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, GO: tl.constexpr):
     # one program per (V block, chunk, batch*head); NTOK = B * T * H.  GO: which
     # gradients this launch computes (bit i: argument i); the math the others alone need
     # is dead code and compiled away (TILING grad_groups: fewer live tiles per kernel)
@@ -437,7 +437,7 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, h, dh, d_q, d
     # dAt = \delta \overleftarrow{\mathbf{W}_{[t]}} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) + \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)
     b_dAt = ((tl.dot(b_dWl.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_Beta)) + (tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3) * tl.trans(b_Beta)))
     # dXt = -\widetilde{\mathbf{A}}_{[t]}^\top \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
-    b_dXt = (-tl.dot(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dAt.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_At).to(DT3).to(CT3), input_precision=PREC3))
+    b_dXt = (-tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2))
     # dKl = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}}
     b_dKl = (tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_strict, (b_Beta * b_dXt), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dKr = \gamma_{[t]}^{C} \mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{K}_{[t]}}
@@ -451,7 +451,7 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, h, dh, d_q, d
     # g_g = \text{suffix\_sum}_{row}\left(\left(\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} \odot \overleftarrow{\mathbf{Q}_{[t]}} + \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \odot \overleftarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} - \left(\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} + \left(\left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)\right) \mathbf{1} - \left(\left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)\right)^\top \mathbf{1} + \left[0,\dots,0,\gamma_{[t]}^{C} \langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle + \mathbf{1}^\top \left(\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1}\right]^\top\right)   [claim gdn.bwd.dlogalpha_pairs, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_g_g = tl.sum(tl.where(m_upper, tl.trans(((((tl.sum(((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * (b_Q * tl.exp(b_Ql_f))) + (tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * (b_K * tl.exp(b_Kl_f)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True) - tl.sum((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * (b_K * tl.exp((b_Kr_f + b_gC_log)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) + tl.sum(((tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), 0.) * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)) + (tl.where(m_strict, (b_Beta * b_dXt), 0.) * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) - tl.sum(tl.trans(((tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), 0.) * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)) + (tl.where(m_strict, (b_Beta * b_dXt), 0.) * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.)))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) + tl.where(m_last, tl.trans(((tl.sum(tl.sum(b_s * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True) * tl.exp(b_gC_log)) + tl.sum(tl.trans(tl.full((BT, 1), 1.0, tl.float32)) * tl.trans(tl.sum((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * (b_K * tl.exp((b_Kr_f + b_gC_log)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)), axis=1, keep_dims=True))), 0.))), 0.), axis=1, keep_dims=True)
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \overleftarrow{\mathbf{K}_{[t]}}^\top + \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top + \delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top\right)   [claim gdn.bwd.dbeta, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dWl.to(DT3).to(CT3), input_precision=PREC3) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + tl.sum(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dU.to(DT3).to(CT3), input_precision=PREC3) * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)) + tl.sum(b_dXt * tl.trans(tl.trans(tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))), axis=1, keep_dims=True))
+    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2) * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)) + tl.sum(b_dXt * tl.trans(tl.trans(tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))), axis=1, keep_dims=True))
 
     if (GO >> 0) & 1:
         tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
@@ -475,7 +475,7 @@ def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, h, dh, d_v, r_v
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -534,7 +534,7 @@ def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, h, dh, d_v, r_v
     # vr5 = \langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle
     b_vr5 = tl.sum(tl.sum(b_s * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True)
     # vr6 = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)
-    b_vr6 = tl.sum(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dU.to(DT3).to(CT3), input_precision=PREC3) * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
+    b_vr6 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2) * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
     # g_v = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]}   [claim gdn.bwd.dV, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_g_v = tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
 
@@ -554,7 +554,7 @@ def _dgradk_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (chunk, batch*head): the V reductions summed over the NV blocks
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -617,7 +617,7 @@ def _dgradk_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr
     # dAt = \delta \overleftarrow{\mathbf{W}_{[t]}} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) + (\delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top) \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)
     b_dAt = ((tl.dot(b_dWl.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_Beta)) + (b_vr3 * tl.trans(b_Beta)))
     # dXt = -\widetilde{\mathbf{A}}_{[t]}^\top \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
-    b_dXt = (-tl.dot(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dAt.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_At).to(DT3).to(CT3), input_precision=PREC3))
+    b_dXt = (-tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2))
     # dKl = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}}
     b_dKl = (tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_strict, (b_Beta * b_dXt), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dKr = \gamma_{[t]}^{C} (\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{K}_{[t]}}
@@ -629,7 +629,7 @@ def _dgradk_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr
     # g_g = \text{suffix\_sum}_{row}\left(\left((\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}) \odot \overleftarrow{\mathbf{Q}_{[t]}} + \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \odot \overleftarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} - \left((\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} + \left(\left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)\right) \mathbf{1} - \left(\left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)\right)^\top \mathbf{1} + \left[0,\dots,0,\gamma_{[t]}^{C} (\langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle) + \mathbf{1}^\top \left((\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1}\right]^\top\right)   [claim gdn.bwd.dlogalpha_pairs, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_g_g = tl.sum(tl.where(m_upper, tl.trans(((((tl.sum(((b_vr0 * (b_Q * tl.exp(b_Ql_f))) + (tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * (b_K * tl.exp(b_Kl_f)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True) - tl.sum((b_vr4 * (b_K * tl.exp((b_Kr_f + b_gC_log)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) + tl.sum(((tl.where(m_incl, b_vr1, 0.) * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)) + (tl.where(m_strict, (b_Beta * b_dXt), 0.) * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) - tl.sum(tl.trans(((tl.where(m_incl, b_vr1, 0.) * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)) + (tl.where(m_strict, (b_Beta * b_dXt), 0.) * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.)))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) + tl.where(m_last, tl.trans(((b_vr5 * tl.exp(b_gC_log)) + tl.sum(tl.trans(tl.full((BT, 1), 1.0, tl.float32)) * tl.trans(tl.sum((b_vr4 * (b_K * tl.exp((b_Kr_f + b_gC_log)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)), axis=1, keep_dims=True))), 0.))), 0.), axis=1, keep_dims=True)
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top\right)   [claim gdn.bwd.dbeta, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dWl.to(DT3).to(CT3), input_precision=PREC3) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))), axis=1, keep_dims=True))
+    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))), axis=1, keep_dims=True))
 
     tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
@@ -645,7 +645,7 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -706,11 +706,11 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr
     # dAt = \delta \overleftarrow{\mathbf{W}_{[t]}} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) + (\delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top) \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)
     b_dAt = ((tl.dot(b_dWl.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_Beta)) + (b_vr3 * tl.trans(b_Beta)))
     # dXt = -\widetilde{\mathbf{A}}_{[t]}^\top \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
-    b_dXt = (-tl.dot(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dAt.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_At).to(DT3).to(CT3), input_precision=PREC3))
+    b_dXt = (-tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2))
     # g_g = \text{suffix\_sum}_{row}\left(\left((\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}) \odot \overleftarrow{\mathbf{Q}_{[t]}} + \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \odot \overleftarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} - \left((\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} + \left(\left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)\right) \mathbf{1} - \left(\left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)\right)^\top \mathbf{1} + \left[0,\dots,0,\gamma_{[t]}^{C} (\langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle) + \mathbf{1}^\top \left((\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1}\right]^\top\right)   [claim gdn.bwd.dlogalpha_pairs, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_g_g = tl.sum(tl.where(m_upper, tl.trans(((((tl.sum(((b_vr0 * (b_Q * tl.exp(b_Ql_f))) + (tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * (b_K * tl.exp(b_Kl_f)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True) - tl.sum((b_vr4 * (b_K * tl.exp((b_Kr_f + b_gC_log)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) + tl.sum(((tl.where(m_incl, b_vr1, 0.) * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)) + (tl.where(m_strict, (b_Beta * b_dXt), 0.) * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) - tl.sum(tl.trans(((tl.where(m_incl, b_vr1, 0.) * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)) + (tl.where(m_strict, (b_Beta * b_dXt), 0.) * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.)))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) + tl.where(m_last, tl.trans(((b_vr5 * tl.exp(b_gC_log)) + tl.sum(tl.trans(tl.full((BT, 1), 1.0, tl.float32)) * tl.trans(tl.sum((b_vr4 * (b_K * tl.exp((b_Kr_f + b_gC_log)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)), axis=1, keep_dims=True))), 0.))), 0.), axis=1, keep_dims=True)
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top\right)   [claim gdn.bwd.dbeta, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dWl.to(DT3).to(CT3), input_precision=PREC3) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))), axis=1, keep_dims=True))
+    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))), axis=1, keep_dims=True))
 
     tl.store(w_dXt + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
     tl.store(d_g + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_g, [BT]).to(d_g.dtype.element_ty), mask=m_r)
@@ -722,7 +722,7 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_d
                     H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (K block of BK, chunk, batch*head); BKF: the padded K of the tiles
     # in memory
     i_k, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
@@ -817,10 +817,8 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
                                                  num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     elif til["schedule"] == "split":
-        # the backward's chunk states may be kept in fp32 (TILING states_fp32)
-        hdt = torch.float32 if keep and til.get("states_fp32") else q.dtype
         NT = triton.cdiv(T, BT)
-        h = torch.empty(B, NT, H, K, V, dtype=hdt, device=q.device)
+        h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
         _state_kernel[(triton.cdiv(V, BV), B * H)](k, Gamma, Wl, U, h, h0, ht, scale, T,
                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
                                                   num_warps=til["scan_warps"], num_stages=til["scan_stages"])
@@ -902,7 +900,7 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
         NT = triton.cdiv(T, BT)
-        h = torch.empty(B, NT, H, K, V, dtype=torch.float32 if til.get("states_fp32") else q.dtype, device=q.device)
+        h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
         _state_kernel[(triton.cdiv(V, BV), B * H)](k, Gamma, Wl, U, h, h0, v, scale, T,
                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, use_h0=int(initial_state is not None), store_ht=0,
                                                   num_warps=til["scan_warps"], num_stages=til["scan_stages"])
@@ -936,6 +934,7 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     BVG = min(til.get("grad_BV", BV), BV_full)
     NV = triton.cdiv(V, BVG)
     gtypes = kernel_types(q.dtype, q.device, til, "grad")
+    vtypes = kernel_types(q.dtype, q.device, til, "gradv")     # the split stage's V kernel
     if til.get("grad_split"):
         NCH, BKF = B * NT * H, BK
         r_vr0 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
@@ -956,7 +955,7 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
                                                                 H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
                                                                 num_warps=til["out_warps"], num_stages=til["out_stages"])
         _dgradv_kernel[(NV, NT, B * H)](k, v, beta, do, Gamma, At, Wl, U, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_hr0, scale, T, NCH,
-                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, BKF=BK, BVF=BV_full,
+                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **vtypes, BKF=BK, BVF=BV_full,
                                        num_warps=til["grad_warps"], num_stages=til["grad_stages"])
         kwarps = til.get("gradk_warps") or til["grad_warps"]
         if til.get("grad_ksplit"):

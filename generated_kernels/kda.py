@@ -11,7 +11,7 @@ import triton.language as tl
 
 from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, effective_tiling, explains_resources, grad_launches, kernel_types, needs_grad, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 64, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': 32, 'dstate_hoist': True, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'states_fp32': False, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 64, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': 32, 'dstate_hoist': True, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'grad_gate_products': None, 'grad_gprec': None, 'gradv_dots': None, 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["At", "Gamma"]
@@ -22,7 +22,7 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -54,7 +54,7 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, scale, T,
     # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)  (kept as its diagonal)
     b_DB = b_Beta
     # Xt = \mathbf{I} + \text{Diag}(\boldsymbol{\beta}_{[t]}) \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_Xt = (tl.where(m_eye, 1.0, 0.) + (b_DB * _masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)))
+    b_Xt = (tl.where(m_eye, 1.0, 0.) + (b_DB * _masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC)))
     # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}
     b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
     # W = \widetilde{\mathbf{A}}_{[t]} \text{Diag}(\boldsymbol{\beta}_{[t]}) \overleftarrow{\mathbf{K}_{[t]}}
@@ -74,7 +74,7 @@ def _scan_kernel(q, k, in_Gamma, in_W, in_U, o, h0, ht, scale, T,
                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                 PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
+                 PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, use_h0, store_ht):
     # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -113,7 +113,7 @@ def _scan_kernel(q, k, in_Gamma, in_W, in_U, o, h0, ht, scale, T,
         # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
         b_Vnew = (b_U - tl.dot(b_W.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3))
         # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],new}   [claim kda.O, 001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 34, row 5]
-        b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
+        b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC).to(DT2).to(CT2), b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
         # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],new}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim kda.S, 001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 25, row 4]
         b_S = ((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
 
@@ -130,7 +130,7 @@ def _state_kernel(k, in_Gamma, in_W, in_U, h, h0, ht, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_h0, store_ht):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, use_h0, store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -179,7 +179,7 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
                 H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr):
+                PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -212,7 +212,7 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
     # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
     b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
     # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],new}   [claim kda.O, 001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 34, row 5]
-    b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
+    b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC).to(DT2).to(CT2), b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
@@ -226,7 +226,7 @@ def _dstate_kernel(q, k, do, in_Gamma, in_W, dh, dht, dh0, scale, T,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, use_dht):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, use_dht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -265,7 +265,7 @@ def _dstate_kernel(q, k, do, in_Gamma, in_W, dh, dht, dh0, scale, T,
         # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
         b_Kr_f = (-b_Gamma_log)
         # dU = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-        b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+        b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
         # dS_prev = \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \delta \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}_{[t]}} - \delta \mathbf{U}_{[t]}^\top \mathbf{W}_{[t]}   [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
         b_dS_prev = (((b_ds * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), input_precision=PREC3)) - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W.to(DT3).to(CT3), input_precision=PREC3))
 
@@ -280,7 +280,7 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
                        H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                        BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                        DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                       PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BVF: tl.constexpr):
+                       PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); BVF: the padded V of the tiles written
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -309,7 +309,7 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
     # hr0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-    b_hr0 = tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3)
+    b_hr0 = tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3)
 
     tl.store(w_hr0 + p_r * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0)
 
@@ -319,7 +319,7 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
                     H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BVF: tl.constexpr, use_dht):
+                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, BVF: tl.constexpr, use_dht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -380,7 +380,7 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_At, in_W, in_U, h, dh, d_q, d_
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GO: tl.constexpr):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, GO: tl.constexpr):
     # one program per (V block, chunk, batch*head); NTOK = B * T * H.  GO: which
     # gradients this launch computes (bit i: argument i); the math the others alone need
     # is dead code and compiled away (TILING grad_groups: fewer live tiles per kernel)
@@ -430,36 +430,34 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_At, in_W, in_U, h, dh, d_q, d_
     b_DB = b_Beta
     # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
     b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
-    # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],new}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
-    b_S = ((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
     # dQl = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}}
     b_dQl = (tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dU = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-    b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
     # dW = \left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C}
     b_dW = tl.dot((-b_dU).to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
     # dAt = \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}(\boldsymbol{\beta}_{[t]}) + \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top \text{Diag}(\boldsymbol{\beta}_{[t]})
     b_dAt = ((tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_DB)) + (tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3) * tl.trans(b_DB)))
     # dXt = \left(-\widetilde{\mathbf{A}}_{[t]}^\top\right) \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
-    b_dXt = tl.dot(tl.dot((-tl.trans(b_At).to(tl.float32)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_At).to(DT3).to(CT3), input_precision=PREC3)
+    b_dXt = tl.dot(tl.dot((-tl.trans(b_At)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2)
     # dKl = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}}
     b_dKl = (tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_strict, (b_DB * b_dXt), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dKr = \mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{K}_{[t]}}
     b_dKr = (((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.trans(tl.where(m_strict, (b_DB * b_dXt), 0.)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
-    b_dQ = ((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    b_dQ = ((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # dDB = \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top + \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top + \delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top
-    b_dDB = ((tl.dot(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dU.to(DT3).to(CT3), input_precision=PREC3).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(b_dXt.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), input_precision=PREC2))
+    b_dDB = ((tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(b_dXt.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC)).to(DT2).to(CT2), input_precision=PREC2))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim kda.dQ, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{Q}_{[t]}\), line 127, row 2]
-    b_g_q = ((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    b_g_q = ((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_k = \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} + \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim kda.dK, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{K}_{[t]}\), line 245, row 1]
-    b_g_k = (((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, PREC2)) + (((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)))
+    b_g_k = (((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, GPREC)) + (((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)))
     # g_v = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]}   [claim kda.dV, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{V}_{[t]}\), line 134, row 1]
     b_g_v = tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
-    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,\text{diag}\left({\mathbf{S}_{[t]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)\right]^\top\right)   [claim kda.dlogAlpha, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
-    b_g_g = tl.cumsum((((b_dQ * b_Q) + ((((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, PREC2)) * b_K) - ((((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) * b_K))) + tl.where(m_last, tl.trans(tl.sum(tl.trans(b_S) * tl.trans(b_ds), axis=1, keep_dims=True)), 0.)), axis=0, reverse=True)
+    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left(\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top\right)   [claim kda.dlogAlpha_grouped, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
+    b_g_g = tl.cumsum((((b_dQ * b_Q) + ((((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, GPREC)) * b_K) - ((((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) * b_K))) + tl.where(m_last, tl.trans(((tl.sum(tl.trans(b_s) * tl.trans(b_ds), axis=1, keep_dims=True) * tl.exp(b_gC_log)) + tl.sum(tl.trans((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)), axis=0, reverse=True)
     # g_beta = \text{diag}\left(\delta \text{Diag}(\boldsymbol{\beta}_{[t]})\right)   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + tl.sum(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dU.to(DT3).to(CT3), input_precision=PREC3) * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)) + tl.sum(b_dXt * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))), axis=1, keep_dims=True))
+    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2) * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)) + tl.sum(b_dXt * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC))), axis=1, keep_dims=True))
 
     if (GO >> 0) & 1:
         tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
@@ -483,7 +481,7 @@ def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_W, in_U, h, dh, d_v, r_vr
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -527,8 +525,6 @@ def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_W, in_U, h, dh, d_v, r_vr
     b_DB = b_Beta
     # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
     b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
-    # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],new}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
-    b_S = ((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
     # dU = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]})
     b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + b_hr0)
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}
@@ -541,10 +537,10 @@ def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_W, in_U, h, dh, d_v, r_vr
     b_vr3 = tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
     # vr4 = \mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}
     b_vr4 = tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
-    # vr5 = \text{diag}\left({\mathbf{S}_{[t]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)
-    b_vr5 = tl.sum(tl.trans(b_S) * tl.trans(b_ds), axis=1, keep_dims=True)
+    # vr5 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)
+    b_vr5 = tl.sum(tl.trans(b_s) * tl.trans(b_ds), axis=1, keep_dims=True)
     # vr6 = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)
-    b_vr6 = tl.sum(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dU.to(DT3).to(CT3), input_precision=PREC3) * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
+    b_vr6 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2) * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
     # g_v = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]}   [claim kda.dV, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{V}_{[t]}\), line 134, row 1]
     b_g_v = tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
 
@@ -564,7 +560,7 @@ def _dgradk_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (chunk, batch*head): the V reductions summed over the NV blocks
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -629,21 +625,21 @@ def _dgradk_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr
     # dAt = \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}(\boldsymbol{\beta}_{[t]}) + (\delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top) \text{Diag}(\boldsymbol{\beta}_{[t]})
     b_dAt = ((tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_DB)) + (b_vr3 * tl.trans(b_DB)))
     # dXt = \left(-\widetilde{\mathbf{A}}_{[t]}^\top\right) \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
-    b_dXt = tl.dot(tl.dot((-tl.trans(b_At).to(tl.float32)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_At).to(DT3).to(CT3), input_precision=PREC3)
+    b_dXt = tl.dot(tl.dot((-tl.trans(b_At)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2)
     # dKl = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}}
     b_dKl = (tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_strict, (b_DB * b_dXt), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dKr = (\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{K}_{[t]}}
     b_dKr = (((b_vr4 * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(tl.where(m_incl, b_vr1, 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.trans(tl.where(m_strict, (b_DB * b_dXt), 0.)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
-    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim kda.dQ, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{Q}_{[t]}\), line 127, row 2]
-    b_g_q = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    b_g_q = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_k = \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} + \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim kda.dK, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{K}_{[t]}\), line 245, row 1]
-    b_g_k = (((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, PREC2)) + (((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)))
-    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right))\right]^\top\right)   [claim kda.dlogAlpha, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
-    b_g_g = tl.cumsum((((b_dQ * b_Q) + ((((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, PREC2)) * b_K) - ((((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) * b_K))) + tl.where(m_last, tl.trans(b_vr5), 0.)), axis=0, reverse=True)
+    b_g_k = (((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, GPREC)) + (((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)))
+    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top\right)   [claim kda.dlogAlpha_grouped, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
+    b_g_g = tl.cumsum((((b_dQ * b_Q) + ((((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, GPREC)) * b_K) - ((((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) * b_K))) + tl.where(m_last, tl.trans(((b_vr5 * tl.exp(b_gC_log)) + tl.sum(tl.trans((b_vr4 * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)), axis=0, reverse=True)
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top\right)   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))), axis=1, keep_dims=True))
+    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC))), axis=1, keep_dims=True))
 
     tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
@@ -659,7 +655,7 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -704,9 +700,9 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
     # dAt = \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}(\boldsymbol{\beta}_{[t]}) + (\delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top) \text{Diag}(\boldsymbol{\beta}_{[t]})
     b_dAt = ((tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_DB)) + (b_vr3 * tl.trans(b_DB)))
     # dXt = \left(-\widetilde{\mathbf{A}}_{[t]}^\top\right) \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
-    b_dXt = tl.dot(tl.dot((-tl.trans(b_At).to(tl.float32)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_At).to(DT3).to(CT3), input_precision=PREC3)
+    b_dXt = tl.dot(tl.dot((-tl.trans(b_At)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2)
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top\right)   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT3).to(CT3), b_dW.to(DT3).to(CT3), input_precision=PREC3) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))), axis=1, keep_dims=True))
+    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC))), axis=1, keep_dims=True))
 
     tl.store(w_dXt + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
     tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty), mask=m_r)
@@ -717,7 +713,7 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
                     H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (K block of BK, chunk, batch*head); BKF: the padded K of the tiles
     # in memory
     i_k, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
@@ -780,13 +776,13 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
     # dKr = (\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{K}_{[t]}}
     b_dKr = (((b_vr4 * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(tl.where(m_incl, b_vr1, 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.trans(tl.where(m_strict, (b_DB * b_dXt), 0.)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
-    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim kda.dQ, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{Q}_{[t]}\), line 127, row 2]
-    b_g_q = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, PREC2))
+    b_g_q = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_k = \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} + \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim kda.dK, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{K}_{[t]}\), line 245, row 1]
-    b_g_k = (((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, PREC2)) + (((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)))
-    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right))\right]^\top\right)   [claim kda.dlogAlpha, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
-    b_g_g = tl.cumsum((((b_dQ * b_Q) + ((((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, PREC2)) * b_K) - ((((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) * b_K))) + tl.where(m_last, tl.trans(b_vr5), 0.)), axis=0, reverse=True)
+    b_g_k = (((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, GPREC)) + (((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)))
+    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top\right)   [claim kda.dlogAlpha_grouped, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
+    b_g_g = tl.cumsum((((b_dQ * b_Q) + ((((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, GPREC)) * b_K) - ((((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) * b_K))) + tl.where(m_last, tl.trans(((b_vr5 * tl.exp(b_gC_log)) + tl.sum(tl.trans((b_vr4 * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)), axis=0, reverse=True)
 
     tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
@@ -822,10 +818,8 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
                                                  num_warps=til["scan_warps"], num_stages=til["scan_stages"])
     elif til["schedule"] == "split":
-        # the backward's chunk states may be kept in fp32 (TILING states_fp32)
-        hdt = torch.float32 if keep and til.get("states_fp32") else q.dtype
         NT = triton.cdiv(T, BT)
-        h = torch.empty(B, NT, H, K, V, dtype=hdt, device=q.device)
+        h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
         _state_kernel[(triton.cdiv(V, BV), B * H)](k, Gamma, W, U, h, h0, ht, scale, T,
                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
                                                   num_warps=til["scan_warps"], num_stages=til["scan_stages"])
@@ -907,7 +901,7 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
         NT = triton.cdiv(T, BT)
-        h = torch.empty(B, NT, H, K, V, dtype=torch.float32 if til.get("states_fp32") else q.dtype, device=q.device)
+        h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
         _state_kernel[(triton.cdiv(V, BV), B * H)](k, Gamma, W, U, h, h0, v, scale, T,
                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, use_h0=int(initial_state is not None), store_ht=0,
                                                   num_warps=til["scan_warps"], num_stages=til["scan_stages"])
@@ -941,6 +935,7 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     BVG = min(til.get("grad_BV", BV), BV_full)
     NV = triton.cdiv(V, BVG)
     gtypes = kernel_types(q.dtype, q.device, til, "grad")
+    vtypes = kernel_types(q.dtype, q.device, til, "gradv")     # the split stage's V kernel
     if til.get("grad_split"):
         NCH, BKF = B * NT * H, BK
         r_vr0 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
@@ -961,7 +956,7 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
                                                                 H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
                                                                 num_warps=til["out_warps"], num_stages=til["out_stages"])
         _dgradv_kernel[(NV, NT, B * H)](k, v, beta, do, Gamma, At, W, U, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_hr0, scale, T, NCH,
-                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, BKF=BK, BVF=BV_full,
+                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **vtypes, BKF=BK, BVF=BV_full,
                                        num_warps=til["grad_warps"], num_stages=til["grad_stages"])
         kwarps = til.get("gradk_warps") or til["grad_warps"]
         if til.get("grad_ksplit"):
