@@ -109,6 +109,15 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # dstate_hoist: the reverse scan's state-free C x V products (the intra-chunk part of
 # delta U) computed first for all chunks in parallel (backward.hoist_reverse), so the
 # sequential loop keeps only what reads delta S.
+# grad_gprec: the gradient kernels' gated intra-chunk products (_masked_mix,
+# _masked_gated_dot) of fp32 operands in this input precision (None: as the others);
+# gradv_dots: the split stage's V kernel's own computed_dots (None: grad_dots);
+# grad_gate_products: the gradient kernels' own gate_products.  The defaults below were
+# chosen on the CPU with benchmarks/cpu_grad_accuracy.py --inputs bench --tf32 trunc (it
+# reproduces the H200's bf16 errors) and measured on the H200 side by side with FLA
+# (benchmarks/results/gpu_backward.md, 2026-11-30 last): every bf16 gradient at or under
+# FLA's; forward + backward GLA 1.57x, GDN 1.94x, KDA 1.52x, DPLR 2.26x FLA's (its KB
+# kernel's tf32x3 gated products: 3.5 -> 8.5 ms; without them dq is 1.85e-3, FLA 1.76e-3).
 # keep_forward: autograd keeps the forward's intra tiles and (split schedule) its chunk
 # states h for the backward instead of recomputing them: at (4, 4096, 16, 128) bf16 that
 # is h's 134 MB plus W/U/Gamma, for the intra kernel and the state scan that the backward
@@ -137,7 +146,8 @@ VARIANTS: List[Variant] = [
             "gdn.bwd.fwd_O", "gdn.bwd.fwd_S",
             _QKV + (Arg("g", "Alpha", "gate_h"), Arg("beta", "Beta", "head")),
             "S_t = S_{t-1} exp(g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
-            dict(_TILING, dstate_dots="tf32_mixed", grad_dots="tf32", grad_BV=64, grad_split=True, grad_ksplit=64,
+            dict(_TILING, dstate_dots="tf32_mixed", grad_dots="input", gradv_dots="tf32", grad_BV=64, grad_split=True,
+                 grad_ksplit=64,
                  fp32=_FP32_DELTA),
             dict(dS="gdn.bwd.dS_rec", dS_prev="gdn.bwd.dS_prev",
                  grads=dict(q="gdn.bwd.dQ", k="gdn.bwd.dK", v="gdn.bwd.dV", g="gdn.bwd.dlogalpha_pairs",

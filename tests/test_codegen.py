@@ -152,3 +152,35 @@ def test_backward_claims_name_what_is_missing_or_wrong():
     spec = dict(v.backward, dS_prev="gla.dSprev_O")                           # a partial ("from O")
     with pytest.raises(plan.CodegenError, match="whole adjoint of S_\\[t-1\\]"):
         plan.backward_claims(dataclasses.replace(v, backward=spec), check=False)
+
+
+@pytest.mark.parametrize("name", ["gated_delta_rule", "kda", "dplr_delta_rule"])
+def test_fp32_inverse_tile_is_never_rounded_to_the_input_dtype(name):
+    # the triangular inverse is kept in fp32 between kernels; a product must not treat it
+    # as an input tile (exact in bf16) and round it to DT
+    import importlib
+    import re
+    mod = importlib.import_module(f"generated_kernels.{name}")
+    src = open(mod.__file__).read()
+    tiles = [t for t in mod.FP32_TILES if t != "Gamma"]
+    assert tiles, mod.FP32_TILES
+    for t in tiles:
+        assert f"b_{t}" in src
+        assert not re.search(rf"b_{t}\)*\.to\(DT\)", src), f"{name}: b_{t} rounded to DT"
+
+
+def test_gradient_kernels_gated_product_precision():
+    import triton.language as tl
+    import torch
+    from generated_kernels import _runtime as rt
+    base = dict(BY_NAME["gla"].tiling, computed_dots="tf32", grad_dots="tf32", grad_gprec="tf32x3")
+    cpu = torch.device("cpu")
+    assert rt.kernel_types(torch.bfloat16, cpu, base)["GPREC"] == "tf32"            # forward: PREC2
+    assert rt.kernel_types(torch.bfloat16, cpu, base, "grad")["GPREC"] == "tf32x3"
+    # bf16 operands (grad_dots "input", or the V kernel's own gradv_dots) keep PREC2
+    assert rt.kernel_types(torch.bfloat16, cpu, dict(base, grad_dots="input"), "grad")["GPREC"] == "tf32"
+    v = rt.kernel_types(torch.bfloat16, cpu, dict(base, gradv_dots="input"), "gradv")
+    assert v["GPREC"] == "tf32" and v["DT2"] == tl.bfloat16
+    assert rt.kernel_types(torch.float32, cpu, base, "grad")["GPREC"] == "ieee"       # fp32 inputs
+    with pytest.raises(ValueError, match="computed_dots must be one of"):
+        rt.kernel_types(torch.bfloat16, cpu, dict(base, grad_dots="tf32x9"), "grad")
