@@ -62,14 +62,9 @@ def bench_case(variant, B, T, H, K, V, seed, full_t):
     return [x[:, :T].contiguous() for x in inp.values()], h0, do[:, :T].contiguous(), dht
 
 
-def run_once(func, args, h0, do, dht, scale):
-    leaves = [x.detach().requires_grad_() for x in args] + [h0.detach().requires_grad_()]
-    o, ht = func(*leaves[:-1], scale=scale, initial_state=leaves[-1], output_final_state=True)
-    return torch.autograd.grad([o, ht], leaves, [do, dht])
-
-
 def main(argv=None):
-    from fwd_vs_fla import rel_rms
+    from fwd_vs_fla import rel_rms, tiling
+    from fwdbwd_vs_fla import fwd_bwd
     from verify.fuzz.reference import grad_errors, reference_grads
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variant", required=True, choices=VARIANTS)
@@ -103,18 +98,11 @@ def main(argv=None):
     scale = K ** -0.5
     ref = {("g" if n == "gk" else n): x for n, x in zip(names, ins)}
     want = reference_grads(args.variant, ref, do, dht, scale=scale, initial_state=h0)
-    base = dict(m.TILING)
     undo = emulate(args.tf32)
     try:
         for text, sets in zip(args.set or [""], rows):
-            m.TILING.clear()
-            m.TILING.update(base, **sets)
-            try:
-                grads = run_once(func, ins, h0, do, dht, scale)
-            finally:
-                m.TILING.clear()
-                m.TILING.update(base)
-            got = dict(zip(names + ["initial_state"], grads))
+            with tiling(m, sets):
+                _, got = fwd_bwd(func, dict(zip(names, ins)), h0, do, dht, scale)
             if args.inputs == "bench":    # the benchmark's measure: plain relative RMS
                 errs = {n: rel_rms(g, want[{"gk": "g"}.get(n, n)]) for n, g in got.items()}
             else:                         # the fuzz campaign's (a gate gradient's floor)

@@ -52,6 +52,13 @@ def layout(shape) -> str:
     return {"Dk": "k", "Dv": "v", "1": "head", "C": "c"}[cols]
 
 
+def stored_fp32(plan: Plan, name: str) -> bool:
+    """A boundary tile kept in fp32 between kernels (gate logs; the C x C triangular
+    inverse), not in the input dtype: it is not exact in bf16, so a product must not treat
+    it as an input tile."""
+    return name in plan.logs or layout(dict(plan.defs)[name].shape()) == "c"
+
+
 def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: str,
            state_in_memory=False, extra_loads=(), extra_env=None, dense_of=()) -> Stage:
     v = plan.variant
@@ -81,10 +88,9 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
             st.loads.append(ld)
     env.update(extra_env or {})
     for r in reads:
-        # a boundary tile is stored in the input dtype (exact in it: raw), but a C x C one in
-        # fp32 (the triangular inverse): rounding that to bf16 for a product lost its bits
+        # raw (exact in the input dtype) unless it is kept in fp32
         env[r] = Val(None, dmap[r].shape(), log=f"b_{r}_log", last=f"b_{r}_log_last") if r in plan.logs else \
-            Val(f"b_{r}", dmap[r].shape(), raw=layout(dmap[r].shape()) != "c")
+            Val(f"b_{r}", dmap[r].shape(), raw=not stored_fp32(plan, r))
     pr = TritonPrinter(env, lambda e: planmod.unit_lower(e, dmap, plan.diagonal), where, defs=dmap)
     for n in names:
         e = dmap[n]

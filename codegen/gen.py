@@ -48,7 +48,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         gradkb_outs=[n[2:] for n in gradkb.finals] if gradkb else [],
         grad_outs=[(a.name, store_kind[a.kind]) for a in v.args] if grad else [],
         layout={n: emit.layout(dmap[n].shape()) for n in plan.boundary}, logs=sorted(plan.logs),
-        c_tiles=[n for n in plan.boundary if emit.layout(dmap[n].shape()) == "c"],
+        fp32_tiles=[n for n in plan.boundary if emit.stored_fp32(plan, n)],
         out=plan.program.output, state=plan.program.state,
         arg_names=[a.name for a in v.args],
         args_spec=repr(tuple((a.name, a.kind) for a in v.args)),

@@ -251,17 +251,18 @@ def gate_products(tiling):
     return _GATE_PRODUCTS[mode]
 
 
-# the TILING key of a stage's own computed_dots (None there: computed_dots)
-_STAGE_DOTS = {"dstate": "dstate_dots", "grad": "grad_dots", "gradv": "grad_dots"}
+# the TILING keys of a stage's own computed_dots, the first one set wins (none set:
+# computed_dots); the split stage's V kernel ("gradv") may differ from the other
+# gradient kernels
+_STAGE_DOTS = {"dstate": ("dstate_dots",), "grad": ("grad_dots",), "gradv": ("gradv_dots", "grad_dots")}
 
 
 def kernel_types(dtype, device, til, stage=None):
     """The constexprs of a stage's product types (dot_types) and gate-product form (GS);
-    the reverse scan ("dstate") and the gradient kernel ("grad") may take their own
-    computed_dots."""
-    dots = til.get(_STAGE_DOTS[stage]) if stage else None
-    if stage == "gradv":        # the split stage's V kernel may take its own (TILING gradv_dots)
-        dots = til.get("gradv_dots") or dots
+    the reverse scan ("dstate") and the gradient kernels ("grad"; "gradv": the split
+    stage's V kernel) may take their own computed_dots, and the gradient kernels their own
+    gate-product form and precision of the gated products."""
+    dots = next((til[k] for k in _STAGE_DOTS[stage] if til.get(k)), None) if stage else None
     t = dot_types(dtype, device, dots or til["computed_dots"], til["inverse16"], til["fp32_products"])
     # the gradient kernels may take their own gate-product form (TILING grad_gate_products)
     grad = stage in ("grad", "gradv")
