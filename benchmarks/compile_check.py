@@ -112,6 +112,14 @@ def compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target, mod=None):
         return 1
 
 
+def _value(text):
+    """--set values as sweep lines write them: JSON where it parses, else the bare word."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", type=int, default=90)
@@ -121,7 +129,8 @@ def main():
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--kernels", default="", help="comma-separated kernel names (default: all)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a TILING entry (ints), e.g. --set scan_warps=8 --set BV=32")
+                    help="override a TILING entry: JSON (8, null, [16, 32]) or a bare word, "
+                         "e.g. --set scan_warps=8 --set grad_gprec=null --set gate_products=blocks")
     args = ap.parse_args()
     tdt = TORCH_DTYPES[args.dtype]
     target = GPUTarget("cuda", args.arch, 32)
@@ -130,7 +139,7 @@ def main():
         mod = __import__(f"generated_kernels.{v}", fromlist=["TILING"])
         for kv in args.set:
             key, val = kv.split("=", 1)
-            mod.TILING[key] = int(val) if val.isdigit() else (json.loads(val) if val[:1] == "[" else val)
+            mod.TILING[key] = _value(val)
         til = _runtime.effective_tiling(mod.TILING, tdt, args.K, args.V)
         BT, BK, BVF, BV = _runtime.block_sizes(args.K, args.V, til["BT"], til["BV"])
         for kname in ("_intra_kernel", "_scan_kernel", "_state_kernel", "_out_kernel", "_dstate_kernel",
