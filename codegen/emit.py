@@ -118,9 +118,25 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
             env[n] = Val(f"b_{n}", val.shape, raw=val.raw, terms=val.terms, mix=val.mix)
     for n, e, c in finals:
         st.lines.append(Line(f"{n} = {to_latex(e)}   [claim {c.id}, {c.citation}]", f"b_{n}", pr.code(e)))
+    _reuse_repeated_lines(st.lines)
     st.reds = [(n,) + red_layout(dmap[n].shape()) + (pr.dense(env[n]),) for n in dense_of]
     st.finals = [n for n, _, _ in finals]
     return st
+
+
+def _reuse_repeated_lines(lines: List[Line]) -> None:
+    """A line whose code an earlier line of the stage already computed reads that line's
+    tile instead.  The gradients a grouped gate gradient reads (g_q is dQ's expression,
+    printed again from its claim) repeat whole lines, and Triton's CSE does not merge the
+    repeats when they hold gated products: those carry a runtime branch or a loop (region
+    ops), so each copy ran, three products apiece under tf32x3.  Every target is assigned
+    once per stage, so the earlier tile still holds that value."""
+    first: Dict[str, str] = {}
+    for ln in lines:
+        if ln.code in first and not re.fullmatch(r"b_\w+", ln.code):
+            ln.code = first[ln.code]
+        else:
+            first.setdefault(ln.code, ln.target)
 
 
 _RED_DIMS = {"C": ("o_t", "BT"), "Dk": ("o_k", "BKF"), "Dv": ("o_v", "BVF"), "1": ("o_one", "1")}

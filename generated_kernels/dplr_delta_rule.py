@@ -11,7 +11,7 @@ import triton.language as tl
 
 from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, effective_tiling, explains_resources, grad_launches, kernel_types, needs_grad, refuse_grad  # noqa: F401
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 64, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': 32, 'dstate_hoist': True, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'grad_gate_products': 'blocks', 'grad_gprec': None, 'gradv_dots': 'input', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
+TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 64, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': 32, 'dstate_hoist': True, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32', 'inverse16': 'tf32', 'gate_products': 'stable', 'grad_gate_products': None, 'grad_gprec': 'tf32x3', 'gradv_dots': 'input', 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate_k'))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["E", "Gamma"]
@@ -51,7 +51,7 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_E, out_W, out_C, scale, T,
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
     # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Ar_f = (-b_Gamma_log)
+    b_Ar_f = b_Kr_f
     # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)  (a tile times a gate factor: the tile)
     b_Bl_c = (-b_A.to(tl.float32))
     b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
@@ -115,7 +115,7 @@ def _scan_kernel(q, k, v, b, in_Gamma, in_W, in_C, o, h0, ht, scale, T,
         # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
         b_Kr_f = (-b_Gamma_log)
         # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-        b_Ar_f = (-b_Gamma_log)
+        b_Ar_f = b_Kr_f
         # V1 = \mathbf{V}_{[t]}
         b_V1 = b_V
         # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
@@ -175,7 +175,7 @@ def _state_kernel(k, v, b, in_Gamma, in_W, in_C, h, h0, ht, scale, T,
         # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
         b_Kr_f = (-b_Gamma_log)
         # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-        b_Ar_f = (-b_Gamma_log)
+        b_Ar_f = b_Kr_f
         # V1 = \mathbf{V}_{[t]}
         b_V1 = b_V
         # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
@@ -226,7 +226,7 @@ def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, scale, T,
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
     # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Ar_f = (-b_Gamma_log)
+    b_Ar_f = b_Kr_f
     # V1 = \mathbf{V}_{[t]}
     b_V1 = b_V
     # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
@@ -453,7 +453,7 @@ def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, h, dh, d_q,
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
     # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Ar_f = (-b_Gamma_log)
+    b_Ar_f = b_Kr_f
     # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)  (a tile times a gate factor: the tile)
     b_Bl_c = (-b_A.to(tl.float32))
     b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
@@ -490,15 +490,15 @@ def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, h, dh, d_q,
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
     b_dQ = (((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3), b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dQ, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_q = (((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3), b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
+    b_g_q = b_dQ
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dK, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_k = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) - _masked_mix(tl.trans(tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_g_k = b_dK
     # g_v = \delta \mathbf{V}_{[t],1} - \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]}   [claim dplr.fla.dV, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_v = (b_dV1 - tl.dot(tl.dot(tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC)).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2))
     # g_a = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)   [claim dplr.fla.da, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_a = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)))
+    b_g_a = b_dA
     # g_b = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.db, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_b = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_g_b = b_dB
     # g_gk = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} - \delta \mathbf{B}_{[t]} \odot \mathbf{B}_{[t]} + \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]} + \left[0,\dots,0,\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^C\right) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left(\mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C \odot \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) + \text{suffix\_sum}_{row}\left(\delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}   [claim dplr.fla.dlogalpha.grouped, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_gk = (tl.cumsum(((((((b_dQ * b_Q) - (b_dK * b_K)) - (b_dB * b_B)) + (b_dA * b_A)) + tl.where(m_last, tl.trans(((tl.sum(tl.trans(b_s) * tl.trans(b_ds), axis=1, keep_dims=True) * tl.exp(b_gC_log)) + tl.sum(tl.trans(((tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log))))) + (tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log))))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)) - (b_dA * b_A)), axis=0, reverse=True) + (tl.cumsum((b_dA * b_A), axis=0, reverse=True) - (b_dA * b_A)))
 
@@ -573,7 +573,7 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, h, dh, d_v
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
     # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Ar_f = (-b_Gamma_log)
+    b_Ar_f = b_Kr_f
     # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)  (a tile times a gate factor: the tile)
     b_Bl_c = (-b_A.to(tl.float32))
     b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
@@ -690,7 +690,7 @@ def _dgradk_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, r
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
     # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Ar_f = (-b_Gamma_log)
+    b_Ar_f = b_Kr_f
     # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)  (a tile times a gate factor: the tile)
     b_Bl_c = (-b_A.to(tl.float32))
     b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
@@ -717,13 +717,13 @@ def _dgradk_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, r
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
     b_dQ = (((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dQ, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_q = (((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
+    b_g_q = b_dQ
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dK, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_k = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_g_k = b_dK
     # g_a = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)   [claim dplr.fla.da, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_a = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)))
+    b_g_a = b_dA
     # g_b = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.db, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_b = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_g_b = b_dB
     # g_gk = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} - \delta \mathbf{B}_{[t]} \odot \mathbf{B}_{[t]} + \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^C\right)) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C) \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + (\mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C) \odot \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) + \text{suffix\_sum}_{row}\left(\delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}   [claim dplr.fla.dlogalpha.grouped, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_gk = (tl.cumsum(((((((b_dQ * b_Q) - (b_dK * b_K)) - (b_dB * b_B)) + (b_dA * b_A)) + tl.where(m_last, tl.trans(((b_vr8 * tl.exp(b_gC_log)) + tl.sum(tl.trans(((b_vr4 * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log))))) + (b_vr7 * (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log))))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)) - (b_dA * b_A)), axis=0, reverse=True) + (tl.cumsum((b_dA * b_A), axis=0, reverse=True) - (b_dA * b_A)))
 
@@ -858,7 +858,7 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, 
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
     # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Ar_f = (-b_Gamma_log)
+    b_Ar_f = b_Kr_f
     # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)  (a tile times a gate factor: the tile)
     b_Bl_c = (-b_A.to(tl.float32))
     b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
@@ -881,13 +881,13 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, 
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
     b_dQ = (((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dQ, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_q = (((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
+    b_g_q = b_dQ
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dK, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_k = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_g_k = b_dK
     # g_a = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)   [claim dplr.fla.da, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_a = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)))
+    b_g_a = b_dA
     # g_b = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.db, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_b = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_g_b = b_dB
     # g_gk = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} - \delta \mathbf{B}_{[t]} \odot \mathbf{B}_{[t]} + \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^C\right)) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C) \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + (\mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C) \odot \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) + \text{suffix\_sum}_{row}\left(\delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}   [claim dplr.fla.dlogalpha.grouped, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_gk = (tl.cumsum(((((((b_dQ * b_Q) - (b_dK * b_K)) - (b_dB * b_B)) + (b_dA * b_A)) + tl.where(m_last, tl.trans(((b_vr8 * tl.exp(b_gC_log)) + tl.sum(tl.trans(((b_vr4 * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log))))) + (b_vr7 * (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log))))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)) - (b_dA * b_A)), axis=0, reverse=True) + (tl.cumsum((b_dA * b_A), axis=0, reverse=True) - (b_dA * b_A)))
 

@@ -433,7 +433,7 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, h, dh, d_q, d
     # dWl = \left(-\delta \mathbf{V}_{[t],new}\right) \mathbf{S}_{[t-1]}^{C}
     b_dWl = tl.dot((-b_dVnew).to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
     # dU = \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}} {\delta \mathbf{S}_{[t]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-    b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + b_gC_log))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    b_dU = b_dVnew
     # dAt = \delta \overleftarrow{\mathbf{W}_{[t]}} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) + \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)
     b_dAt = ((tl.dot(b_dWl.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_Beta)) + (tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3) * tl.trans(b_Beta)))
     # dXt = -\widetilde{\mathbf{A}}_{[t]}^\top \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
@@ -520,7 +520,7 @@ def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, h, dh, d_v, r_v
     # dU = \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}} {\delta \mathbf{S}_{[t]}^{C}}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]})
     b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + b_gC_log))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + b_hr0)
     # dVnew = \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}} {\delta \mathbf{S}_{[t]}^{C}}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]})
-    b_dVnew = (tl.dot((b_K * tl.exp((b_Kr_f + b_gC_log))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + b_hr0)
+    b_dVnew = b_dU
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top

@@ -298,9 +298,9 @@ def _dgrad_kernel(q, k, v, do, in_Gamma, h, dh, d_q, d_k, d_v, d_g, scale, T, NT
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
     b_dQ = ((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim gla.dQ, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 194]
-    b_g_q = ((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
+    b_g_q = b_dQ
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim gla.dK, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 190]
-    b_g_k = ((tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.dot(b_V.to(DT).to(CT), tl.trans(b_dO).to(DT).to(CT), input_precision=PREC), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC))
+    b_g_k = b_dK
     # g_v = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + \left(\overrightarrow{\mathbf{K}_{[t]}} \overleftarrow{\mathbf{Q}_{[t]}}^\top \odot \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]}   [claim gla.dV, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 178, row 3]
     b_g_v = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(tl.trans(tl.trans(b_Q)), tl.trans(tl.trans(b_Ql_f)), tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
     # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left(\mathbf{V}_{[t]} \delta \mathbf{S}_{[t]}^{C} \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top\right)   [claim gla.bwd.dlogalpha_grouped, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播]
@@ -443,9 +443,9 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, 
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
     b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim gla.dQ, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 194]
-    b_g_q = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
+    b_g_q = b_dQ
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim gla.dK, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 190]
-    b_g_k = ((b_vr2 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(b_vr3, b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC))
+    b_g_k = b_dK
     # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t]} \delta \mathbf{S}_{[t]}^{C}) \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top\right)   [claim gla.bwd.dlogalpha_grouped, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播]
     b_g_g = tl.cumsum((((b_dQ * b_Q) - (b_dK * b_K)) + tl.where(m_last, tl.trans(((b_vr4 * tl.exp(b_gC_log)) + tl.sum(tl.trans((b_vr2 * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)), axis=0, reverse=True)
 
