@@ -39,6 +39,11 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
             revpre = revh = None
         if not gradc.mats:      # nothing to split off (GLA): the K kernel has no K-wide tile
             gradc = gradkb = None
+        printed = {ln.target for st in (grad, gradk, gradkb) if st for ln in st.lines}
+        unknown = [n for n in v.gprec_tiles if f"b_{n}" not in printed]
+        if unknown:
+            raise CodegenError(f"variant {v.name}: gprec_tiles names {unknown}, which no gradient kernel "
+                               f"computes (its lines: {sorted(t[2:] for t in printed)})")
     store_kind = {"k": "k", "v": "v", "gate_k": "k", "gate_h": "head", "head": "head"}
     dmap = dict(plan.defs)
     ctx = dict(

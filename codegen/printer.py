@@ -111,6 +111,9 @@ class TritonPrinter:
         self.inv_ok = inv_ok
         self.where = where
         self.defs = defs or {}    # the stage's definitions, for diag() to look through
+        # the product type constexpr of gated intra-chunk products (_masked_mix,
+        # _masked_gated_dot): GPREC, or PREC2 in a line the variant keeps out of grad_gprec
+        self.gprec = "GPREC"
 
     def fail(self, e: ir.Expr, why: str):
         raise CodegenError(f"{self.where}: cannot print ${to_latex(e)}$: {why}")
@@ -162,7 +165,7 @@ class TritonPrinter:
             return Val(self._dot(Val(f"tl.where({m}, {xc} * tl.exp({g} + tl.trans({f})), 0.)", ()),
                                  Val(y, ())), shape)
         strict = {"M": "0", "M-1": "1", "MT": "2", "MT-1": "3"}[kind]
-        return Val(f"_masked_mix({xc}, {y}, {f}, {g}, {strict}, m_mid, GS, BT, DT2, CT2, GPREC)", shape)
+        return Val(f"_masked_mix({xc}, {y}, {f}, {g}, {strict}, m_mid, GS, BT, DT2, CT2, {self.gprec})", shape)
 
     # ------------------------------------------------------------ leaves
     def _Var(self, e: ir.Var):
@@ -297,14 +300,14 @@ class TritonPrinter:
                 # product by blocks with every exponent <= 0 (_masked_gated_dot)
                 strict = "True" if e.kind == "M-1" else "False"
                 return Val(f"_masked_gated_dot({x.code}, {x.fac}, {y.code}, {y.fac}, {MASKS[e.kind]}, m_mid, "
-                           f"{strict}, GS, BT, DT2, CT2, GPREC)", e.shape())
+                           f"{strict}, GS, BT, DT2, CT2, {self.gprec})", e.shape())
         if e.kind == "MT" and isinstance(e.a, ir.MatMul):
             x, y = self.p(e.a.a), self.p(e.a.b)
             if _vector_gated(x, y, e.a.a.shape()[1]):
                 # on and above the diagonal: the transpose of the lower form, whose row
                 # factor (y's, transposed) is the non-increasing one
                 return Val(f"tl.trans(_masked_gated_dot({_t(y.code)}, {_t(y.fac)}, {_t(x.code)}, {_t(x.fac)}, "
-                           f"m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC))", e.shape())
+                           f"m_incl, m_mid, False, GS, BT, DT2, CT2, {self.gprec}))", e.shape())
         a = self.p(e.a)
         dense = self.dense(a)
         return Val(f"tl.where({MASKS[e.kind]}, {dense}, 0.)", e.shape(), raw=a.raw and a.fac is None,

@@ -32,6 +32,9 @@ class Variant:
     # initial state's gradient at the first chunk), 'grads' one claim per argument (gates:
     # delta log alpha), 'inner' the adjoints of the program's definitions they read
     backward: Dict[str, object] = field(default_factory=dict)
+    # the lines (definitions or finals g_<arg>) whose gated intra-chunk products take
+    # TILING grad_gprec; the others' take the stage's PREC2.  Empty: every line.
+    gprec_tiles: Tuple[str, ...] = ()
 
     def tile_of(self) -> Dict[str, Arg]:
         return {a.tile: a for a in self.args}
@@ -173,7 +176,11 @@ VARIANTS: List[Variant] = [
                  grads=dict(q="dplr.fla.dQ", k="dplr.fla.dK", v="dplr.fla.dV", a="dplr.fla.da",
                             b="dplr.fla.db", gk="dplr.fla.dlogalpha.grouped"),
                  inner=["dplr.fla." + n for n in ("dV2", "dC", "dV1", "dW", "dE", "dF", "dQl", "dBl",
-                                                  "dKr", "dAr")])),
+                                                  "dKr", "dAr")]),
+            # tf32x3 only where the CPU's emulation of the H200 needed it (dq: 1.85e-3 in
+            # tf32, FLA 1.76e-3; every other gradient is under FLA's in tf32): the KB
+            # kernel's eight gated products all in tf32x3 took it from 3.5 to 8.5 ms
+            gprec_tiles=("dQ", "g_q")),
 ]
 
 BY_NAME = {v.name: v for v in VARIANTS}

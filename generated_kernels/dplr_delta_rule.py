@@ -56,13 +56,13 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_E, out_W, out_C, scale, T,
     b_Bl_c = (-b_A.to(tl.float32))
     b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
     # F = \mathbf{I} + \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_F = (tl.where(m_eye, 1.0, 0.) + _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_B), tl.trans(b_Ar_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC))
+    b_F = (tl.where(m_eye, 1.0, 0.) + _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_B), tl.trans(b_Ar_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2))
     # E = \left(\mathbf{F}_{[t]}\right)^{-1}
     b_E = _inv_unit_lower(b_F, m_strict, m_eye, BT, IPREC)
     # W = \mathbf{E}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}
     b_W = tl.dot(b_E.to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)
     # C = -\mathbf{E}_{[t]} \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right) \mathbf{V}_{[t]}
-    b_C = (-tl.dot(tl.dot(b_E.to(DT2).to(CT2), _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC).to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3))
+    b_C = (-tl.dot(tl.dot(b_E.to(DT2).to(CT2), _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3))
 
     tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), b_E.to(out_E.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
@@ -121,7 +121,7 @@ def _scan_kernel(q, k, v, b, in_Gamma, in_W, in_C, o, h0, ht, scale, T,
         # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
         b_V2 = (b_C - tl.dot(b_W.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3))
         # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],1} + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],2}   [claim dplr.fla.O, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 916, row 5]
-        b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC).to(DT3).to(CT3), b_V1.to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
+        b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT3).to(CT3), b_V1.to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
         # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],1}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],2}^\top \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim dplr.fla.S, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 902, row 4]
         b_S = (((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_V1).to(DT3).to(CT3), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(tl.trans(b_V2).to(DT2).to(CT2), (b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
 
@@ -232,7 +232,7 @@ def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, scale, T,
     # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
     b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
     # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],1} + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],2}   [claim dplr.fla.O, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 916, row 5]
-    b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC).to(DT3).to(CT3), b_V1.to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
+    b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT3).to(CT3), b_V1.to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2).to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
@@ -285,7 +285,7 @@ def _dstate_kernel(q, b, do, in_Gamma, in_W, dh, dht, dh0, scale, T,
         # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
         b_Ar_f = (-b_Gamma_log)
         # dV2 = \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^C}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-        b_dV2 = (tl.dot((b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+        b_dV2 = (tl.dot((b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
         # dC = \delta \mathbf{V}_{[t],2}
         b_dC = b_dV2
         # dS_prev = -\delta \mathbf{C}_{[t]}^\top \mathbf{W}_{[t]} + \delta \mathbf{S}_{[t]}^C \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \delta \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}_{[t]}}   [claim dplr.fla.dS_prev, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
@@ -331,7 +331,7 @@ def _dstate_pre_kernel(q, b, do, in_Gamma, w_hr0, scale, T,
     # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
     b_Ar_f = (-b_Gamma_log)
     # hr0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-    b_hr0 = tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3)
+    b_hr0 = tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3)
 
     tl.store(w_hr0 + p_r * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0)
 
@@ -464,17 +464,17 @@ def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, h, dh, d_q,
     # dQl = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}} + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top \odot \mathbf{M}\right) \overrightarrow{\mathbf{A}_{[t]}}
     b_dQl = ((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3), 0.).to(DT2).to(CT2), (b_B * tl.exp(b_Ar_f)).to(DT2).to(CT2), input_precision=PREC2))
     # dV2 = \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^C}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-    b_dV2 = (tl.dot((b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    b_dV2 = (tl.dot((b_B * tl.exp((b_Ar_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
     # dC = \delta \mathbf{V}_{[t],2}
     b_dC = b_dV2
     # dKr = \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} - \left(\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + \mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
     b_dKr = ((tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) - tl.dot(tl.trans(tl.where(m_strict, tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + (tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp(tl.trans(b_gC_log))))
     # dV1 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^C}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-    b_dV1 = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    b_dV1 = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
     # dW = -\delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C}
     b_dW = (-tl.dot(b_dC.to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3))
     # dE = -\delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top + \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}^\top
-    b_dE = ((-tl.dot(tl.dot(b_dC.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3).to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
+    b_dE = ((-tl.dot(tl.dot(b_dC.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3).to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
     # dF = -\mathbf{E}_{[t]}^\top \delta \mathbf{E}_{[t]} \mathbf{E}_{[t]}^\top
     b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dE.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2))
     # dBl = \mathbf{E}_{[t]}^\top \delta \mathbf{W}_{[t]} - \left(\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{A}_{[t]}}
@@ -482,11 +482,11 @@ def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, h, dh, d_q,
     # dAr = \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + \mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
     b_dAr = ((tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3), 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(tl.where(m_strict, b_dF, 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + (tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(tl.trans(b_gC_log))))
     # dA = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
-    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)))
+    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
     # dB = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
-    b_dB = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_dB = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
-    b_dK = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) - _masked_mix(tl.trans(tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_dK = ((_masked_mix(tl.trans(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
     b_dQ = (((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3), b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dQ, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
@@ -494,7 +494,7 @@ def _dgrad_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, h, dh, d_q,
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dK, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_k = b_dK
     # g_v = \delta \mathbf{V}_{[t],1} - \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]}   [claim dplr.fla.dV, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_v = (b_dV1 - tl.dot(tl.dot(tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC)).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2))
+    b_g_v = (b_dV1 - tl.dot(tl.dot(tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2))
     # g_a = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)   [claim dplr.fla.da, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_a = b_dA
     # g_b = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim dplr.fla.db, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
@@ -586,7 +586,7 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, h, dh, d_v
     # dC = \delta \mathbf{V}_{[t],2}
     b_dC = b_dV2
     # dV1 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^C}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-    b_dV1 = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    b_dV1 = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, PREC2)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top
@@ -606,7 +606,7 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, h, dh, d_v
     # vr8 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^C\right)
     b_vr8 = tl.sum(tl.trans(b_s) * tl.trans(b_ds), axis=1, keep_dims=True)
     # g_v = \delta \mathbf{V}_{[t],1} - \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]}   [claim dplr.fla.dV, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_v = (b_dV1 - tl.dot(tl.dot(tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC)).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2))
+    b_g_v = (b_dV1 - tl.dot(tl.dot(tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
     p_r = i_v.to(tl.int64) * NCH + (i_b * tl.cdiv(T, BT) + i_t) * H + i_h
@@ -701,7 +701,7 @@ def _dgradk_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, r
     # dW = -(\delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C})
     b_dW = (-b_vr5)
     # dE = -(\delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top) \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top + \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}^\top
-    b_dE = ((-tl.dot(b_vr6.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
+    b_dE = ((-tl.dot(b_vr6.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
     # dF = -\mathbf{E}_{[t]}^\top \delta \mathbf{E}_{[t]} \mathbf{E}_{[t]}^\top
     b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dE.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2))
     # dBl = \mathbf{E}_{[t]}^\top \delta \mathbf{W}_{[t]} - \left((\mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top) \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{A}_{[t]}}
@@ -709,11 +709,11 @@ def _dgradk_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, r
     # dAr = \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + (\mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
     b_dAr = ((tl.dot(tl.trans(tl.where(m_incl, b_vr2, 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(tl.where(m_strict, b_dF, 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + (b_vr7 * tl.exp(tl.trans(b_gC_log))))
     # dA = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
-    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)))
+    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
     # dB = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
-    b_dB = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_dB = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
-    b_dK = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_dK = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
     b_dQ = (((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dQ, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
@@ -783,7 +783,7 @@ def _dgradc_kernel(k, gk, a, in_Gamma, in_E, r_vr5, r_vr6, w_dF, scale, T, NCH,
     # dW = -(\delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C})
     b_dW = (-b_vr5)
     # dE = -(\delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top) \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top + \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{B}_{[t]}}^\top
-    b_dE = ((-tl.dot(b_vr6.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
+    b_dE = ((-tl.dot(b_vr6.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, PREC2)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2), input_precision=PREC2))
     # dF = -\mathbf{E}_{[t]}^\top \delta \mathbf{E}_{[t]} \mathbf{E}_{[t]}^\top
     b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dE.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2))
 
@@ -873,11 +873,11 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, 
     # dAr = \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\delta \mathbf{F}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{B}_{[t]}} + (\mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)
     b_dAr = ((tl.dot(tl.trans(tl.where(m_incl, b_vr2, 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(tl.where(m_strict, b_dF, 0.)).to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)) + (b_vr7 * tl.exp(tl.trans(b_gC_log))))
     # dA = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
-    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, GPREC)))
+    b_dA = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((b_Gamma_log + (-b_Alpha_log)))) - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)) + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, GS, BT, DT2, CT2, PREC2)))
     # dB = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
-    b_dB = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_dB = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
-    b_dK = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
+    b_dK = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, PREC2) - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, PREC2)) + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
     b_dQ = (((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim dplr.fla.dQ, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
