@@ -5,7 +5,8 @@
 #   GPU 0 (timing, one process at a time): benchmarks/sweep.sh on FWDBWD_SPEC (its lines:
 #         "variant tag [--fla] [@SECONDS] [KEY=VALUE ...]"), each line bounded by what is left;
 #   GPU 1 (no timing): the fuzz campaign, one process per variant (FUZZ_EXAMPLES per
-#         property, FUZZ_DTYPE; 0 skips it), and `pytest -m gpu`, one process per variant,
+#         property, FUZZ_DTYPE; 0 skips it), and `pytest -m gpu`, one process per variant
+#         (VARIANTS: which, default all four),
 #         side by side (GPU_TESTS=0 skips the tests); with GPU1_SPEC, a second timing
 #         spec (r/gpu1/sweep.md) beside them.
 # Writes $OUT/results.tar (r/sweep.md, r/sweep.log, r/sweep_json/, r/fuzz/, r/gpu_tests_<variant>.log)
@@ -33,7 +34,7 @@ SIDE=$([ "$NGPU" -lt 2 ] && echo 0 || echo 1)
 
 (   # GPU 1 (or the only one, after the timing): fuzz campaign + gpu tests
     export CUDA_VISIBLE_DEVICES=$SIDE
-    for v in gla gated_delta_rule kda dplr_delta_rule; do
+    for v in ${VARIANTS:-gla gated_delta_rule kda dplr_delta_rule}; do
         [ "${FUZZ_EXAMPLES:-40}" = 0 ] && continue
         timeout -s INT -k 15 "$(( $(left) - 20 ))" python3 -m verify.cli fuzz --variant "$v" --device cuda \
             --dtype "${FUZZ_DTYPE:-bf16}" --examples "${FUZZ_EXAMPLES:-40}" --quiet --save "$R/fuzz/failures_$v.json" \
@@ -45,7 +46,7 @@ SIDE=$([ "$NGPU" -lt 2 ] && echo 0 || echo 1)
     fi
     # one pytest process per variant: compiles are CPU-bound and single-threaded, and a run
     # cut at the deadline still reports every variant's tests so far
-    for v in gla gated_delta_rule kda dplr_delta_rule; do
+    for v in ${VARIANTS:-gla gated_delta_rule kda dplr_delta_rule}; do
         [ "${GPU_TESTS:-1}" = 0 ] && continue
         timeout -k 10 "$(( $(left) - 20 ))" python3 -m pytest -m gpu -k "$v" -v --tb=short -p no:cacheprovider tests \
             > "$R/gpu_tests_$v.log" 2>&1 &

@@ -177,10 +177,12 @@ VARIANTS: List[Variant] = [
                             b="dplr.fla.db", gk="dplr.fla.dlogalpha.grouped"),
                  inner=["dplr.fla." + n for n in ("dV2", "dC", "dV1", "dW", "dE", "dF", "dQl", "dBl",
                                                   "dKr", "dAr")]),
-            # tf32x3 only where the CPU's emulation of the H200 needed it (dq: 1.85e-3 in
-            # tf32, FLA 1.76e-3; every other gradient is under FLA's in tf32): the KB
-            # kernel's eight gated products all in tf32x3 took it from 3.5 to 8.5 ms
-            gprec_tiles=("dQ", "g_q")),
+            # tf32x3 only where the H200 needs it: dq is 1.85e-3 in tf32 (FLA 1.76e-3), and
+            # the grouped gate gradient reads q dq - k dk, whose terms cancel, so dK's
+            # products take the same type (dQ's alone: d gk 5.62e-3, with dK's 1.38e-3,
+            # FLA 7.06e-3).  All eight of the KB kernel's gated products in tf32x3 took it
+            # from 3.5 to 8.5 ms; these four: 5.5 ms (sweeps/final7a.txt, final7b.txt)
+            gprec_tiles=("dQ", "g_q", "dK", "g_k")),
 ]
 
 BY_NAME = {v.name: v for v in VARIANTS}
