@@ -31,11 +31,11 @@ from verify.fuzz.cases import VARIANTS, make_inputs, module  # noqa: E402
 
 
 def parse_set(text):
-    """'k=v,k2=v2' -> TILING overrides (ints, None, or strings); '' is the defaults."""
+    """'k=v,k2=v2' -> TILING overrides (ints, None or null, or strings); '' is the defaults."""
     out = {}
     for kv in filter(None, text.split(",")):
         key, _, val = kv.partition("=")
-        out[key] = int(val) if val.isdigit() else (None if val == "None" else val)
+        out[key] = int(val) if val.isdigit() else (None if val in ("None", "null") else val)
     return out
 
 
