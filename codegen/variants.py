@@ -119,8 +119,10 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # chosen on the CPU with benchmarks/cpu_grad_accuracy.py --inputs bench --tf32 trunc (it
 # reproduces the H200's bf16 errors) and measured on the H200 side by side with FLA
 # (benchmarks/results/gpu_backward.md, 2026-11-30 last): every bf16 gradient at or under
-# FLA's; forward + backward GLA 1.57x, GDN 1.94x, KDA 1.52x, DPLR 2.26x FLA's (its KB
-# kernel's tf32x3 gated products: 3.5 -> 8.5 ms; without them dq is 1.85e-3, FLA 1.76e-3).
+# FLA's; forward + backward GLA 1.57x, KDA 1.51x, DPLR 1.89x FLA's (tf32x3 in dQ's and
+# dK's gated products only, Variant.gprec_tiles), GDN 4.70-4.74 ms against FLA's 2.26-2.97
+# (FLA's own time moves between processes: 1.59-2.08x).  grad_gate_products="blocks" in
+# the gradient kernels is exact but ran DPLR's 10x slower on the H200 (83 ms).
 # keep_forward: autograd keeps the forward's intra tiles and (split schedule) its chunk
 # states h for the backward instead of recomputing them: at (4, 4096, 16, 128) bf16 that
 # is h's 134 MB plus W/U/Gamma, for the intra kernel and the state scan that the backward

@@ -184,3 +184,45 @@ def test_gradient_kernels_gated_product_precision():
     assert rt.kernel_types(torch.float32, cpu, base, "grad")["GPREC"] == "ieee"       # fp32 inputs
     with pytest.raises(ValueError, match="computed_dots must be one of"):
         rt.kernel_types(torch.bfloat16, cpu, dict(base, grad_dots="tf32x9"), "grad")
+
+
+def _kernel_body(src, kernel):
+    return src.split(f"def {kernel}(", 1)[1].split("\n@", 1)[0]
+
+
+def test_gprec_tiles_confine_the_gated_product_type_to_their_lines():
+    # DPLR takes grad_gprec (tf32x3) in dQ's and dK's gated products only; every other
+    # gated product of its KB kernel is printed with the stage's PREC2
+    import re
+    src = open(os.path.join(gen.OUT_DIR, "dplr_delta_rule.py")).read()
+    body = _kernel_body(src, "_dgradkb_kernel")
+    lines = dict(re.findall(r"^\s+(b_\w+) = (.*)$", body, re.M))
+    with_gprec = sorted(n for n, code in lines.items() if "GPREC)" in code)
+    assert with_gprec == ["b_dK", "b_dQ"], with_gprec
+    assert "CT2, PREC2)" in lines["b_dA"] and "CT2, PREC2)" in lines["b_dB"]
+    # GLA names none: all of its gated products take grad_gprec
+    gla = _kernel_body(open(os.path.join(gen.OUT_DIR, "gla.py")).read(), "_dgradk_kernel")
+    assert "CT2, GPREC)" in gla and "CT2, PREC2)" not in gla
+
+
+def test_gprec_tiles_naming_no_gradient_line_is_refused():
+    v = dataclasses.replace(BY_NAME["gla"], gprec_tiles=("dQ", "dQx"))
+    with pytest.raises(plan.CodegenError, match=r"gprec_tiles names \['dQx'\]"):
+        gen.render_variant(v)
+
+
+@pytest.mark.parametrize("name", sorted(BY_NAME))
+def test_a_repeated_line_reads_the_first_tile(name):
+    # the grouped gate gradients print dQ, dK, ... again from their claims; the kernel
+    # computes each once (Triton does not merge repeated gated products)
+    import re
+    src = open(os.path.join(gen.OUT_DIR, f"{name}.py")).read()
+    for kernel in re.findall(r"^def (_\w+_kernel)\(", src, re.M):
+        seen = {}
+        for target, code in re.findall(r"^\s+(b_\w+) = (.*)$", _kernel_body(src, kernel), re.M):
+            if re.fullmatch(r"b_\w+", code) or "+=" in code:
+                continue
+            assert code not in seen, f"{name}.{kernel}: {target} repeats {seen[code]}"
+            seen[code] = target
+    if name == "dplr_delta_rule":
+        assert "b_g_q = b_dQ" in _kernel_body(src, "_dgradkb_kernel")
