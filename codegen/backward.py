@@ -248,6 +248,8 @@ def split_gradients(plan: Plan, bwd, hoisted=()):
     vdep = _reads(dmap, has_v)               # e's value reads a tile with a Dv dimension
 
     reds, kdefs = {}, {}
+    rowsums = plan.variant.vred_rowsums
+    direct = lambda e: not has_v(e) and any(has_v(c) for c in e.children())     # noqa: E731
 
     def red(e):
         key = repr(e)
@@ -256,12 +258,24 @@ def split_gradients(plan: Plan, bwd, hoisted=()):
         rows, cols = e.shape()
         return ir.Var(reds[key][0], rows, cols, "(" + _tex(e) + ")")
 
+    def k_rowsum(e):
+        # (X ⊙ Y) 1 over Dk, X a V reduction and Y free of any: linear in X, so each V
+        # block's part of it sums to the whole
+        return isinstance(e, ir.MatMul) and isinstance(e.b, ir.Ones) and e.b.shape() == ("Dk", "1")
+
     def sub(e):
         if not vdep(e):
             return e
         if has_v(e):
             raise CodegenError(f"the gradient K kernel of {plan.variant.name} would need "
                                f"${_tex(e)}$, which has a Dv dimension")
+        if rowsums and k_rowsum(e):
+            # Variant.vred_rowsums: the V kernel writes such a row sum as a C x 1 V
+            # reduction, so that the kernel reading it need not read the C x Dk one
+            if isinstance(e.a, (ir.Add, ir.Sub)):
+                return sub(type(e.a)(ir.MatMul(e.a.a, e.b), ir.MatMul(e.a.b, e.b)))
+            if isinstance(e.a, ir.Had) and any(direct(x) and not vdep(y) for x, y in ((e.a.a, e.a.b), (e.a.b, e.a.a))):
+                return red(e)
         if isinstance(e, ir.Var):
             if e.name not in kdefs:
                 kdefs[e.name] = None

@@ -35,6 +35,10 @@ class Variant:
     # the lines (definitions or finals g_<arg>) whose gated intra-chunk products take
     # TILING grad_gprec; the others' take the stage's PREC2.  Empty: every line.
     gprec_tiles: Tuple[str, ...] = ()
+    # the split V kernel also writes each row sum over Dk of a V reduction times a tile
+    # free of any, (X ⊙ Y) 1, as a C x 1 V reduction (backward.split_gradients), so that
+    # a kernel that reads X only for that sum reads a column instead
+    vred_rowsums: bool = False
 
     def tile_of(self) -> Dict[str, Arg]:
         return {a.tile: a for a in self.args}
@@ -158,7 +162,10 @@ VARIANTS: List[Variant] = [
                  grads=dict(q="gdn.bwd.dQ", k="gdn.bwd.dK", v="gdn.bwd.dV", g="gdn.bwd.dlogalpha_pairs",
                             beta="gdn.bwd.dbeta"),
                  inner=["gdn.bwd.dVnew", "gdn.bwd.dU", "gdn.bwd.dW", "gdn.bwd.dQl", "gdn.bwd.dA",
-                        "gdn.bwd.dX", "gdn.bwd.dKl", "gdn.bwd.dKr"])),
+                        "gdn.bwd.dX", "gdn.bwd.dKl", "gdn.bwd.dKr"]),
+            # its C kernel read delta O S_[t-1] and V_new delta S (C x Dk, fp32, per V
+            # block) only for the gate gradient's row sums
+            vred_rowsums=True),
     Variant("kda", "chunk_kda", "kda", "kda_chunk", "kda.O", "kda.S",
             _QKV + (Arg("g", "Alpha", "gate_k"), Arg("beta", "Beta", "head")),
             "S_t = S_{t-1} Diag(exp g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",

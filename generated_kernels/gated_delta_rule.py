@@ -471,7 +471,7 @@ def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, h, dh, d_q, d
 # kernel reads them summed over the blocks and never touches a tile with a V dimension,
 # so neither holds the other's tiles (fewer registers, no spills across the whole chain)
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_hr0, scale, T, NCH,
+def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, r_hr0, scale, T, NCH,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -501,6 +501,7 @@ def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, h, dh, d_v, r_v
     # again; columns past V were never written (its V blocks may be narrower than BV_full)
     p_h = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
     b_hr0 = tl.load(r_hr0 + p_h * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
@@ -513,6 +514,8 @@ def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, h, dh, d_v, r_v
     # gC = \boldsymbol{\gamma}_{[t]}^{C}
     b_gC_log = tl.trans(b_Gamma_log_last)
     b_gC = tl.exp(b_gC_log)
+    # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]}  (its gate factor, in log space)
+    b_Ql_f = b_Gamma_log
     # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]}  (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
     # Vnew = \mathbf{U}_{[t]} - \overleftarrow{\mathbf{W}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top
@@ -531,10 +534,14 @@ def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, h, dh, d_v, r_v
     b_vr3 = tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
     # vr4 = \mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}
     b_vr4 = tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
-    # vr5 = \langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle
-    b_vr5 = tl.sum(tl.sum(b_s * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True)
-    # vr6 = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)
-    b_vr6 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2) * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
+    # vr5 = \left(\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} \odot \overleftarrow{\mathbf{Q}_{[t]}}\right) \mathbf{1}
+    b_vr5 = tl.sum((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * (b_Q * tl.exp(b_Ql_f))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
+    # vr6 = \left(\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1}
+    b_vr6 = tl.sum((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * (b_K * tl.exp((b_Kr_f + b_gC_log)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
+    # vr7 = \langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle
+    b_vr7 = tl.sum(tl.sum(b_s * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True)
+    # vr8 = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)
+    b_vr8 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2) * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
     # g_v = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]}   [claim gdn.bwd.dV, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_g_v = tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
 
@@ -545,12 +552,14 @@ def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, h, dh, d_v, r_v
     tl.store(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
     tl.store(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
     tl.store(r_vr4 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr4)
-    tl.store(r_vr5 + p_r * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]), b_vr5)
+    tl.store(r_vr5 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr5)
     tl.store(r_vr6 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr6)
+    tl.store(r_vr7 + p_r * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]), b_vr7)
+    tl.store(r_vr8 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr8)
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradk_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, d_q, d_k, d_g, d_beta, scale, T, NCH,
+def _dgradk_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, d_q, d_k, d_g, d_beta, scale, T, NCH,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -588,12 +597,18 @@ def _dgradk_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr
     b_vr4 = tl.load(r_vr4 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr5 = tl.load(r_vr5 + p_r * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
+    b_vr5 = tl.load(r_vr5 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_r) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
+        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_r) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
     b_vr6 = tl.load(r_vr6 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_r) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+    b_vr7 = tl.load(r_vr7 + p_r * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr7 += tl.load(r_vr7 + (i_r * NCH + p_r) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
+    b_vr8 = tl.load(r_vr8 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr8 += tl.load(r_vr8 + (i_r * NCH + p_r) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
 
     b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
@@ -626,10 +641,10 @@ def _dgradk_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr
     b_g_q = ((b_vr0 * tl.exp(b_Gamma_log)) + tl.dot(tl.where(m_incl, b_vr1 * tl.exp(b_Gamma_log + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2), b_K.to(DT2).to(CT2), input_precision=PREC2))
     # g_k = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \delta \overleftarrow{\mathbf{K}_{[t]}} + \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \delta \overrightarrow{\mathbf{K}_{[t]}}   [claim gdn.bwd.dK, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_g_k = (((tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + tl.dot(tl.where(m_strict, (b_Beta * b_dXt) * tl.exp(b_Gamma_log + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2), b_K.to(DT2).to(CT2), input_precision=PREC2)) + (((b_vr4 * tl.exp((b_gC_log + (-b_Gamma_log)))) + tl.dot(tl.where(m_upper, tl.trans(b_vr1) * tl.exp((-b_Gamma_log) + tl.trans(b_Ql_f)), 0.).to(DT2).to(CT2), b_Q.to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.where(tl.trans(m_strict), tl.trans((b_Beta * b_dXt)) * tl.exp((-b_Gamma_log) + tl.trans(b_Kl_f)), 0.).to(DT2).to(CT2), b_K.to(DT2).to(CT2), input_precision=PREC2)))
-    # g_g = \text{suffix\_sum}_{row}\left(\left((\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}) \odot \overleftarrow{\mathbf{Q}_{[t]}} + \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \odot \overleftarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} - \left((\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} + \left(\left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)\right) \mathbf{1} - \left(\left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)\right)^\top \mathbf{1} + \left[0,\dots,0,\gamma_{[t]}^{C} (\langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle) + \mathbf{1}^\top \left((\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1}\right]^\top\right)   [claim gdn.bwd.dlogalpha_pairs, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-    b_g_g = tl.sum(tl.where(m_upper, tl.trans(((((tl.sum(((b_vr0 * (b_Q * tl.exp(b_Ql_f))) + (tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * (b_K * tl.exp(b_Kl_f)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True) - tl.sum((b_vr4 * (b_K * tl.exp((b_Kr_f + b_gC_log)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) + tl.sum(((tl.where(m_incl, b_vr1, 0.) * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)) + (tl.where(m_strict, (b_Beta * b_dXt), 0.) * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) - tl.sum(tl.trans(((tl.where(m_incl, b_vr1, 0.) * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)) + (tl.where(m_strict, (b_Beta * b_dXt), 0.) * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.)))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) + tl.where(m_last, tl.trans(((b_vr5 * tl.exp(b_gC_log)) + tl.sum(tl.trans(tl.full((BT, 1), 1.0, tl.float32)) * tl.trans(tl.sum((b_vr4 * (b_K * tl.exp((b_Kr_f + b_gC_log)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)), axis=1, keep_dims=True))), 0.))), 0.), axis=1, keep_dims=True)
+    # g_g = \text{suffix\_sum}_{row}\left((\left(\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} \odot \overleftarrow{\mathbf{Q}_{[t]}}\right) \mathbf{1}) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \odot \overleftarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} - (\left(\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1}) + \left(\left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)\right) \mathbf{1} - \left(\left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)\right)^\top \mathbf{1} + \left[0,\dots,0,\gamma_{[t]}^{C} (\langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle) + \mathbf{1}^\top (\left(\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1})\right]^\top\right)   [claim gdn.bwd.dlogalpha_pairs, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
+    b_g_g = tl.sum(tl.where(m_upper, tl.trans((((((b_vr5 + tl.sum((tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * (b_K * tl.exp(b_Kl_f))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) - b_vr6) + tl.sum(((tl.where(m_incl, b_vr1, 0.) * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)) + (tl.where(m_strict, (b_Beta * b_dXt), 0.) * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) - tl.sum(tl.trans(((tl.where(m_incl, b_vr1, 0.) * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)) + (tl.where(m_strict, (b_Beta * b_dXt), 0.) * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.)))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) + tl.where(m_last, tl.trans(((b_vr7 * tl.exp(b_gC_log)) + tl.sum(tl.trans(tl.full((BT, 1), 1.0, tl.float32)) * tl.trans(b_vr6), axis=1, keep_dims=True))), 0.))), 0.), axis=1, keep_dims=True)
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top\right)   [claim gdn.bwd.dbeta, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))), axis=1, keep_dims=True))
+    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr8) + tl.sum(b_dXt * tl.trans(tl.trans(tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))), axis=1, keep_dims=True))
 
     tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
@@ -641,7 +656,7 @@ def _dgradk_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr
 # tiles (and the gradients without a K dimension) that depend on whole K rows, the KB
 # kernel, blocked over K, computes the gradients with a K dimension from them
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, w_dXt, d_g, d_beta, scale, T, NCH,
+def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr2, r_vr3, r_vr5, r_vr6, r_vr7, r_vr8, w_dXt, d_g, d_beta, scale, T, NCH,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -664,9 +679,6 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
     p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     b_vr1 = tl.load(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
@@ -676,15 +688,18 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr
     b_vr3 = tl.load(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr4 = tl.load(r_vr4 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr5 = tl.load(r_vr5 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr5 = tl.load(r_vr5 + p_r * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
-    for i_r in tl.static_range(1, NV):
-        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_r) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
+        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_r) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
     b_vr6 = tl.load(r_vr6 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_r) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+    b_vr7 = tl.load(r_vr7 + p_r * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr7 += tl.load(r_vr7 + (i_r * NCH + p_r) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
+    b_vr8 = tl.load(r_vr8 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr8 += tl.load(r_vr8 + (i_r * NCH + p_r) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
 
     b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
@@ -707,10 +722,10 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr
     b_dAt = ((tl.dot(b_dWl.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_Beta)) + (b_vr3 * tl.trans(b_Beta)))
     # dXt = -\widetilde{\mathbf{A}}_{[t]}^\top \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
     b_dXt = (-tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2))
-    # g_g = \text{suffix\_sum}_{row}\left(\left((\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}) \odot \overleftarrow{\mathbf{Q}_{[t]}} + \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \odot \overleftarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} - \left((\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} + \left(\left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)\right) \mathbf{1} - \left(\left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)\right)^\top \mathbf{1} + \left[0,\dots,0,\gamma_{[t]}^{C} (\langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle) + \mathbf{1}^\top \left((\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1}\right]^\top\right)   [claim gdn.bwd.dlogalpha_pairs, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-    b_g_g = tl.sum(tl.where(m_upper, tl.trans(((((tl.sum(((b_vr0 * (b_Q * tl.exp(b_Ql_f))) + (tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * (b_K * tl.exp(b_Kl_f)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True) - tl.sum((b_vr4 * (b_K * tl.exp((b_Kr_f + b_gC_log)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) + tl.sum(((tl.where(m_incl, b_vr1, 0.) * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)) + (tl.where(m_strict, (b_Beta * b_dXt), 0.) * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) - tl.sum(tl.trans(((tl.where(m_incl, b_vr1, 0.) * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)) + (tl.where(m_strict, (b_Beta * b_dXt), 0.) * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.)))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) + tl.where(m_last, tl.trans(((b_vr5 * tl.exp(b_gC_log)) + tl.sum(tl.trans(tl.full((BT, 1), 1.0, tl.float32)) * tl.trans(tl.sum((b_vr4 * (b_K * tl.exp((b_Kr_f + b_gC_log)))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)), axis=1, keep_dims=True))), 0.))), 0.), axis=1, keep_dims=True)
+    # g_g = \text{suffix\_sum}_{row}\left((\left(\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} \odot \overleftarrow{\mathbf{Q}_{[t]}}\right) \mathbf{1}) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \odot \overleftarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} - (\left(\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1}) + \left(\left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)\right) \mathbf{1} - \left(\left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)\right)^\top \mathbf{1} + \left[0,\dots,0,\gamma_{[t]}^{C} (\langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle) + \mathbf{1}^\top (\left(\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1})\right]^\top\right)   [claim gdn.bwd.dlogalpha_pairs, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
+    b_g_g = tl.sum(tl.where(m_upper, tl.trans((((((b_vr5 + tl.sum((tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * (b_K * tl.exp(b_Kl_f))) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) - b_vr6) + tl.sum(((tl.where(m_incl, b_vr1, 0.) * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)) + (tl.where(m_strict, (b_Beta * b_dXt), 0.) * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) - tl.sum(tl.trans(((tl.where(m_incl, b_vr1, 0.) * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)) + (tl.where(m_strict, (b_Beta * b_dXt), 0.) * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.)))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True)) + tl.where(m_last, tl.trans(((b_vr7 * tl.exp(b_gC_log)) + tl.sum(tl.trans(tl.full((BT, 1), 1.0, tl.float32)) * tl.trans(b_vr6), axis=1, keep_dims=True))), 0.))), 0.), axis=1, keep_dims=True)
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top\right)   [claim gdn.bwd.dbeta, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))), axis=1, keep_dims=True))
+    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr8) + tl.sum(b_dXt * tl.trans(tl.trans(tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))), axis=1, keep_dims=True))
 
     tl.store(w_dXt + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
     tl.store(d_g + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_g, [BT]).to(d_g.dtype.element_ty), mask=m_r)
@@ -942,8 +957,10 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
         r_vr2 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
         r_vr3 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
         r_vr4 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
-        r_vr5 = torch.empty(NV, NCH, 1 * 1, dtype=torch.float32, device=q.device)
+        r_vr5 = torch.empty(NV, NCH, BT * 1, dtype=torch.float32, device=q.device)
         r_vr6 = torch.empty(NV, NCH, BT * 1, dtype=torch.float32, device=q.device)
+        r_vr7 = torch.empty(NV, NCH, 1 * 1, dtype=torch.float32, device=q.device)
+        r_vr8 = torch.empty(NV, NCH, BT * 1, dtype=torch.float32, device=q.device)
         d_q = torch.empty_like(q)
         d_k = torch.empty_like(k)
         d_v = torch.empty_like(v)
@@ -954,21 +971,21 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
             _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
                                                                 H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
                                                                 num_warps=til["out_warps"], num_stages=til["out_stages"])
-        _dgradv_kernel[(NV, NT, B * H)](k, v, beta, do, Gamma, At, Wl, U, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_hr0, scale, T, NCH,
+        _dgradv_kernel[(NV, NT, B * H)](q, k, v, beta, do, Gamma, At, Wl, U, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, r_hr0, scale, T, NCH,
                                        H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **vtypes, BKF=BK, BVF=BV_full,
                                        num_warps=til["grad_warps"], num_stages=til["grad_stages"])
         kwarps = til.get("gradk_warps") or til["grad_warps"]
         if til.get("grad_ksplit"):
             BKB = min(til["grad_ksplit"], BK)
             r_dXt = torch.empty(NCH, BT * BT, dtype=torch.float32, device=q.device)
-            _dgradc_kernel[(NT, B * H)](q, k, beta, Gamma, At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_dXt, d_g, d_beta, scale, T, NCH,
+            _dgradc_kernel[(NT, B * H)](q, k, beta, Gamma, At, r_vr1, r_vr2, r_vr3, r_vr5, r_vr6, r_vr7, r_vr8, r_dXt, d_g, d_beta, scale, T, NCH,
                                        H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
                                        num_warps=kwarps, num_stages=til["grad_stages"])
             _dgradkb_kernel[(triton.cdiv(K, BKB), NT, B * H)](q, k, beta, Gamma, At, r_vr0, r_vr1, r_vr2, r_vr4, r_dXt, d_q, d_k, scale, T, NCH,
                                                              H=H, K=K, V=V, BT=BT, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK,
                                                              num_warps=kwarps, num_stages=til["grad_stages"])
             return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)
-        _dgradk_kernel[(NT, B * H)](q, k, beta, Gamma, At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, d_q, d_k, d_g, d_beta, scale, T, NCH,
+        _dgradk_kernel[(NT, B * H)](q, k, beta, Gamma, At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, d_q, d_k, d_g, d_beta, scale, T, NCH,
                                    H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
                                    num_warps=kwarps, num_stages=til["grad_stages"])
         return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)

@@ -226,3 +226,19 @@ def test_a_repeated_line_reads_the_first_tile(name):
             seen[code] = target
     if name == "dplr_delta_rule":
         assert "b_g_q = b_dQ" in _kernel_body(src, "_dgradkb_kernel")
+
+
+def test_vred_rowsums_keep_the_c_kernel_off_the_wide_v_reductions():
+    # Gated DeltaNet's C kernel read delta O S and V_new delta S (C x Dk, per V block) only
+    # for its gate gradient's row sums; with vred_rowsums the V kernel writes those sums
+    import re
+    v = BY_NAME["gated_delta_rule"]
+    assert v.vred_rowsums
+
+    def wide_reads(src):
+        return re.findall(r"b_(vr\d+) = tl.load\(r_vr\d+ \+ p_r \* \(BT \* BKF\)", _kernel_body(src, "_dgradc_kernel"))
+    on = gen.render_variant(v)
+    off = gen.render_variant(dataclasses.replace(v, vred_rowsums=False))
+    assert len(wide_reads(on)) == 1 and len(wide_reads(off)) == 3, (wide_reads(on), wide_reads(off))
+    # the V kernel writes the row sums as columns
+    assert re.search(r"tl.store\(r_vr\d+ \+ p_r \* \(BT \* 1\)", _kernel_body(on, "_dgradv_kernel"))
