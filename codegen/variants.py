@@ -124,8 +124,9 @@ _QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # reproduces the H200's bf16 errors) and measured on the H200 side by side with FLA
 # (benchmarks/results/gpu_backward.md, 2026-11-30 last): every bf16 gradient at or under
 # FLA's; forward + backward GLA 1.57x, KDA 1.51x, DPLR 1.89x FLA's (tf32x3 in dQ's and
-# dK's gated products only, Variant.gprec_tiles), GDN 4.70-4.74 ms against FLA's 2.26-2.97
-# (FLA's own time moves between processes: 1.59-2.08x).  grad_gate_products="blocks" in
+# dK's gated products only, Variant.gprec_tiles), GDN 4.48 ms (vred_rowsums; 1.47x and
+# 1.75x side by side, FLA's own time moving between processes: 2.26-3.05 ms).  K blocks
+# of 128 took GDN to 4.39 ms (not yet fuzzed on the GPU).  grad_gate_products="blocks" in
 # the gradient kernels is exact but ran DPLR's 10x slower on the H200 (83 ms).
 # keep_forward: autograd keeps the forward's intra tiles and (split schedule) its chunk
 # states h for the backward instead of recomputing them: at (4, 4096, 16, 128) bf16 that
