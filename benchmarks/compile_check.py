@@ -5,7 +5,6 @@ device time.  Uses this machine's Triton, which may be newer than the GPU's.
     python benchmarks/compile_check.py [--arch 90] [--dtype bf16] [--K 128 --V 128]
 """
 import argparse
-import json
 import inspect
 import os
 import tempfile
@@ -19,7 +18,9 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 sys.path.insert(0, ".")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from generated_kernels import _runtime  # noqa: E402
+from fwd_vs_fla import tiling_value  # noqa: E402
 
 VARIANTS = ["gla", "gated_delta_rule", "kda", "dplr_delta_rule"]
 PTR = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}
@@ -112,14 +113,6 @@ def compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target, mod=None):
         return 1
 
 
-def _value(text):
-    """--set values as sweep lines write them: JSON where it parses, else the bare word."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", type=int, default=90)
@@ -139,7 +132,7 @@ def main():
         mod = __import__(f"generated_kernels.{v}", fromlist=["TILING"])
         for kv in args.set:
             key, val = kv.split("=", 1)
-            mod.TILING[key] = _value(val)
+            mod.TILING[key] = tiling_value(val)
         til = _runtime.effective_tiling(mod.TILING, tdt, args.K, args.V)
         BT, BK, BVF, BV = _runtime.block_sizes(args.K, args.V, til["BT"], til["BV"])
         for kname in ("_intra_kernel", "_scan_kernel", "_state_kernel", "_out_kernel", "_dstate_kernel",

@@ -31,11 +31,12 @@ from verify.fuzz.cases import VARIANTS, make_inputs, module  # noqa: E402
 
 
 def parse_set(text):
-    """'k=v,k2=v2' -> TILING overrides (ints, None or null, or strings); '' is the defaults."""
+    """'k=v,k2=v2' -> TILING overrides (fwd_vs_fla.tiling_value; None too); '' is the defaults."""
+    from fwd_vs_fla import tiling_value
     out = {}
     for kv in filter(None, text.split(",")):
         key, _, val = kv.partition("=")
-        out[key] = int(val) if val.isdigit() else (None if val in ("None", "null") else val)
+        out[key] = None if val == "None" else tiling_value(val)
     return out
 
 

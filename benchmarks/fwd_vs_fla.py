@@ -326,6 +326,15 @@ def rel_rms(x, ref):
 
 # --------------------------------------------------------------------------- callables
 
+def tiling_value(text):
+    """A TILING override's value as the command line gives it: JSON where it parses (8,
+    null, "tf32", [16, 32]), else the bare word (tf32)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 @contextlib.contextmanager
 def tiling(mod, settings):
     """Set mod.TILING[...] for the duration; the dict is restored in place afterwards."""

@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from fwd_vs_fla import (DTYPES, FLA_IMPORT, OURS_NAME, bench_ms, first_line, forward_bytes,  # noqa: E402
+from fwd_vs_fla import (DTYPES, FLA_IMPORT, OURS_NAME, bench_ms, first_line, forward_bytes, tiling_value,  # noqa: E402
                         log, make_inputs, rel_rms, slice_inputs)
 
 
@@ -42,10 +42,7 @@ def ours_fn(variant, settings=()):
         key, val = kv.split("=", 1)
         if key not in mod.TILING:
             raise SystemExit(f"--ours-set: {key!r} is not a TILING key of {variant} ({', '.join(mod.TILING)})")
-        try:
-            mod.TILING[key] = json.loads(val)
-        except ValueError:
-            mod.TILING[key] = val
+        mod.TILING[key] = tiling_value(val)
     return getattr(mod, OURS_NAME[variant])
 
 

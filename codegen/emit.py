@@ -92,10 +92,11 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
         env[r] = Val(None, dmap[r].shape(), log=f"b_{r}_log", last=f"b_{r}_log_last") if r in plan.logs else \
             Val(f"b_{r}", dmap[r].shape(), raw=not stored_fp32(plan, r))
     pr = TritonPrinter(env, lambda e: planmod.unit_lower(e, dmap, plan.diagonal), where, defs=dmap)
-    sel = v.gprec_tiles
+    # Variant.gprec_tiles: the lines whose gated products take GPREC (none named: all)
+    gprec = lambda n: "GPREC" if not v.gprec_tiles or n in v.gprec_tiles else "PREC2"     # noqa: E731
     for n in names:
         e = dmap[n]
-        pr.gprec = "GPREC" if not sel or n in sel else "PREC2"
+        pr.gprec = gprec(n)
         val = pr.p(e)
         cmt = f"{n} = {to_latex(e)}"
         if val.log is not None and val.code is None:
@@ -119,7 +120,7 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
             # is distributed over them (printer.factor) rather than multiplying b_{n}
             env[n] = Val(f"b_{n}", val.shape, raw=val.raw, terms=val.terms, mix=val.mix)
     for n, e, c in finals:
-        pr.gprec = "GPREC" if not sel or n in sel else "PREC2"
+        pr.gprec = gprec(n)
         st.lines.append(Line(f"{n} = {to_latex(e)}   [claim {c.id}, {c.citation}]", f"b_{n}", pr.code(e)))
     _reuse_repeated_lines(st.lines)
     st.reds = [(n,) + red_layout(dmap[n].shape()) + (pr.dense(env[n]),) for n in dense_of]
