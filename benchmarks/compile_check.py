@@ -19,7 +19,7 @@ from triton.compiler import ASTSource
 
 sys.path.insert(0, ".")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from generated_kernels import _runtime  # noqa: E402
+from chunkproof.kernels import _runtime  # noqa: E402
 from fwd_vs_fla import tiling_value  # noqa: E402
 
 VARIANTS = ["gla", "gated_delta_rule", "kda", "dplr_delta_rule"]
@@ -129,7 +129,7 @@ def main():
     target = GPUTarget("cuda", args.arch, 32)
     bad = 0
     for v in args.variants.split(","):
-        mod = __import__(f"generated_kernels.{v}", fromlist=["TILING"])
+        mod = __import__(f"chunkproof.kernels.{v}", fromlist=["TILING"])
         for kv in args.set:
             key, val = kv.split("=", 1)
             mod.TILING[key] = tiling_value(val)

@@ -9,7 +9,7 @@ the inputs, initial state and cotangents as benchmarks/fwdbwd_vs_fla.py does on 
 draws them as the fuzz campaign does.  Gradients come from the public function under
 autograd (kept forward tiles, as in training); errors against autograd of the fp64
 recurrence, as the benchmark measures them (bench: plain relative RMS) or as the fuzz
-campaign does (fuzz: verify.fuzz.reference.grad_errors, a gate gradient's floor).
+campaign does (fuzz: chunkproof.fuzz.reference.grad_errors, a gate gradient's floor).
 Measured: GLA's defaults at the benchmark's accuracy slice (--inputs bench --shape
 4,256,16,128,128 --tf32 trunc) give the H200's dq, dk, dv and d initial_state errors to
 three digits (1.83e-3, 2.02e-3, 2.25e-3, 4.2e-4), "rna" does not (2.07e-4 for the last).
@@ -26,8 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 from interp_rounding import MODES, emulate  # noqa: E402
-from codegen.variants import BY_NAME  # noqa: E402
-from verify.fuzz.cases import VARIANTS, make_inputs, module  # noqa: E402
+from chunkproof.codegen.variants import BY_NAME  # noqa: E402
+from chunkproof.fuzz.cases import VARIANTS, make_inputs, module  # noqa: E402
 
 
 def parse_set(text):
@@ -66,7 +66,7 @@ def bench_case(variant, B, T, H, K, V, seed, full_t):
 def main(argv=None):
     from fwd_vs_fla import rel_rms, tiling
     from fwdbwd_vs_fla import fwd_bwd
-    from verify.fuzz.reference import grad_errors, reference_grads
+    from chunkproof.fuzz.reference import grad_errors, reference_grads
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variant", required=True, choices=VARIANTS)
     ap.add_argument("--set", action="append", default=[], metavar="K=V[,K=V]",

@@ -360,13 +360,13 @@ def ours_combos(variant, mod, args):
         scheds = sorted(dict.fromkeys(want), key=lambda s: s != til["schedule"])
     else:
         if args.ours_schedules not in ("auto", "all"):
-            log(f"[{variant}] generated_kernels.{variant}.TILING has no 'schedule'; --ours-schedules ignored")
+            log(f"[{variant}] chunkproof.kernels.{variant}.TILING has no 'schedule'; --ours-schedules ignored")
         scheds = [None]
     if "computed_dots" in til:
         modes = [m.strip() for m in args.ours_modes.split(",") if m.strip()]
         modes = sorted(dict.fromkeys(modes), key=lambda m: m != til["computed_dots"])
     else:
-        log(f"[{variant}] generated_kernels.{variant}.TILING has no 'computed_dots'; --ours-modes ignored")
+        log(f"[{variant}] chunkproof.kernels.{variant}.TILING has no 'computed_dots'; --ours-modes ignored")
         modes = [None]
     out = []
     extra = {}
@@ -522,7 +522,7 @@ def _run_variant(variant, args, device, prog, res):
 
     # ---- imports
     def imp_ours():
-        mod = importlib.import_module(f"generated_kernels.{variant}")
+        mod = importlib.import_module(f"chunkproof.kernels.{variant}")
         fn = getattr(mod, OURS_NAME[variant])
         return mod, fn
     ok, val = prog.run("import ours", imp_ours)

@@ -37,7 +37,7 @@ from fwd_vs_fla import (DTYPES, FLA_IMPORT, OURS_NAME, bench_ms, first_line, for
 def ours_fn(variant, settings=()):
     """Our public function, with TILING overrides (KEY=VALUE; JSON values) applied."""
     import importlib
-    mod = importlib.import_module(f"generated_kernels.{variant}")
+    mod = importlib.import_module(f"chunkproof.kernels.{variant}")
     for kv in settings:
         key, val = kv.split("=", 1)
         if key not in mod.TILING:
@@ -69,8 +69,8 @@ def fwd_bwd(fn, inp, h0, do, dht, scale):
 
 def reference_grads(variant, inp, h0, do, dht, scale):
     """o and every gradient from the fp64 recurrence the fuzz campaign uses
-    (verify.fuzz.reference; DPLR's gate is its g there)."""
-    from verify.fuzz.reference import recurrence, reference_grads as oracle
+    (chunkproof.fuzz.reference; DPLR's gate is its g there)."""
+    from chunkproof.fuzz.reference import recurrence, reference_grads as oracle
     ref = {("g" if n == "gk" else n): x for n, x in inp.items()}
     o, _ = recurrence(variant, scale=scale, initial_state=h0, **ref)
     grads = oracle(variant, ref, do, dht, scale=scale, initial_state=h0)

@@ -36,7 +36,7 @@ SIDE=$([ "$NGPU" -lt 2 ] && echo 0 || echo 1)
     export CUDA_VISIBLE_DEVICES=$SIDE
     for v in ${VARIANTS:-gla gated_delta_rule kda dplr_delta_rule}; do
         [ "${FUZZ_EXAMPLES:-40}" = 0 ] && continue
-        timeout -s INT -k 15 "$(( $(left) - 20 ))" python3 -m verify.cli fuzz --variant "$v" --device cuda \
+        timeout -s INT -k 15 "$(( $(left) - 20 ))" python3 -m chunkproof fuzz --variant "$v" --device cuda \
             --dtype "${FUZZ_DTYPE:-bf16}" --examples "${FUZZ_EXAMPLES:-40}" --quiet --save "$R/fuzz/failures_$v.json" \
             --out "$R/fuzz/$v.md" > "$R/fuzz/$v.log" 2>&1 &
     done

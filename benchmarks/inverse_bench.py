@@ -16,7 +16,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from generated_kernels._runtime import _inv_unit_lower as inv_current  # noqa: E402
+from chunkproof.kernels._runtime import _inv_unit_lower as inv_current  # noqa: E402
 
 
 @triton.jit

@@ -97,7 +97,7 @@ def main(argv=None):
     for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
         inp = make_inputs(variant, B, T, H, D, dtype, torch.float32, "cuda", seed=0)
         scale = D ** -0.5
-        mod = importlib.import_module(f"generated_kernels.{variant}")
+        mod = importlib.import_module(f"chunkproof.kernels.{variant}")
         if args.inverse == "full_tiles" and hasattr(mod, "_inv_unit_lower"):
             from inverse_bench import inv_full_tiles
             mod._inv_unit_lower = inv_full_tiles   # resolved from the module's globals at compile time

@@ -16,14 +16,14 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from verify.check import exact_once  # noqa: E402
-from verify.evaluate import Sizes  # noqa: E402
-from verify.loader import bundled  # noqa: E402
+from chunkproof.verify.check import exact_once  # noqa: E402
+from chunkproof.verify.evaluate import Sizes  # noqa: E402
+from chunkproof.derivations.loader import bundled  # noqa: E402
 
 
 def full_report_seconds():
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "verify.cli", "report", "-q", "--format", "json"],
+    p = subprocess.run([sys.executable, "-m", "chunkproof", "report", "-q", "--format", "json"],
                        cwd=ROOT, capture_output=True, text=True)
     secs = time.perf_counter() - t0
     if p.returncode not in (0, 1):

@@ -22,7 +22,7 @@ from profile_kernels import profile  # noqa: E402
 
 def load(variant, edits, tag):
     src = open(f"generated_kernels/{variant}.py").read()
-    src = src.replace("from ._runtime import", "from generated_kernels._runtime import")
+    src = src.replace("from ._runtime import", "from chunkproof.kernels._runtime import")
     head, _, tail = src.partition("def _state_kernel")
     body, sep, rest = tail.partition("@triton.jit")
     for a, b in edits:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import List, Tuple
 
-from derivations import ir
+from chunkproof.derivations import ir
 from .plan import Plan, var_names
 from .printer import CodegenError
 
@@ -412,5 +412,5 @@ def _diag_terms(a, dmap):
 
 
 def _tex(e):
-    from derivations.latex import to_latex
+    from chunkproof.derivations.latex import to_latex
     return to_latex(e)

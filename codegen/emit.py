@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from derivations.latex import to_latex
+from chunkproof.derivations.latex import to_latex
 from .plan import Plan, var_names
 from .printer import TritonPrinter, Val
 from . import plan as planmod

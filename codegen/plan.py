@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from derivations import ir
-from derivations.dsl import Claim, Derivation, Program
+from chunkproof.derivations import ir
+from chunkproof.derivations.dsl import Claim, Derivation, Program
 from .printer import CodegenError
 from .variants import Variant
 
@@ -70,7 +70,7 @@ def _claim(deriv: Derivation, cid: str) -> Claim:
 def gate(deriv: Derivation, claims, checker=None):
     """Refuse unless every claim holds.  ``checker`` defaults to verify.check.check."""
     if checker is None:
-        from verify.check import check as checker
+        from chunkproof.verify.check import check as checker
     for c in claims:
         r = checker(deriv, c, floats=False, diagnose=False)
         if r.verdict != "holds":
@@ -234,7 +234,7 @@ def _closure(name, dmap) -> Set[str]:
 
 
 def load_variant(v: Variant, check=True) -> Plan:
-    from verify.loader import bundled
+    from chunkproof.derivations.loader import bundled
     (deriv,) = bundled([v.derivation])
     return build(v, deriv, check=check)
 
@@ -250,7 +250,7 @@ def backward_claims(v: Variant, deriv: Optional[Derivation] = None, check=True, 
     argument, gates in log space: delta alpha . alpha), reads the kernel's own program,
     and holds.  Returns {'dS', 'dS_prev', 'grads': {arg: claim}, 'inner': [claims]}."""
     if deriv is None:
-        from verify.loader import bundled
+        from chunkproof.derivations.loader import bundled
         (deriv,) = bundled([v.derivation])
     spec = v.backward
     if not spec:

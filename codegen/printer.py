@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional
 
-from derivations import ir
-from derivations.latex import to_latex
+from chunkproof.derivations import ir
+from chunkproof.derivations.latex import to_latex
 
 
 class CodegenError(Exception):

@@ -14,12 +14,12 @@ Programs: ``dplr_chunk`` (the backward section's recap, over the gated recurrenc
 ``dplr_nogate_chunk`` / ``dplr_nogate_chunk_fixed`` (the last section as written,
 and with <-B in place of D, over S_t = S_{t-1}(Diag(alpha_t) - d_t a_t^T) + v_t k_t^T).
 """
-from derivations import recurrences as R
-from derivations.dsl import (S_PREV, DO, Derivation, Notebook, Program, adj, diag, eye, inv,
+from chunkproof.derivations import recurrences as R
+from chunkproof.derivations.dsl import (S_PREV, DO, Derivation, Notebook, Program, adj, diag, eye, inv,
                              prod, row, scal, shift, summ, tile, tril)
-from derivations.ir import (CumProd, DiagV, LastRow, Ones, PlaceLast, RevCumSum, RowRec,
+from chunkproof.derivations.ir import (CumProd, DiagV, LastRow, Ones, PlaceLast, RevCumSum, RowRec,
                             Truth)
-from derivations.tiles import (Alpha as Al, Alphaseq as AlL, Beta, Gamma, K, Kl, Kr, Kseq as KL, Q,
+from chunkproof.derivations.tiles import (Alpha as Al, Alphaseq as AlL, Beta, Gamma, K, Kl, Kr, Kseq as KL, Q,
                                Ql, Qseq as QL, V, Vseq as VL, W, gC)
 
 NOTE = "000_cb349aeede08771a.txt"

@@ -23,10 +23,10 @@ the program, cut at St) is the partial derivative of the objective, and the note
 gradient formula is compared with it.  That "= 0" holds at the solution is checked
 separately, with S_t the true state of the recurrence.
 """
-from derivations import recurrences as R
-from derivations.dsl import (DO, DO_STEP, S_PREV, Derivation, Notebook, Program, Recurrence,
+from chunkproof.derivations import recurrences as R
+from chunkproof.derivations.dsl import (DO, DO_STEP, S_PREV, Derivation, Notebook, Program, Recurrence,
                              adj, diag, eye, inv, prod, row, shift, summ, tile, tril)
-from derivations.ir import (Const, CumProd, DiagV, HDiv, Inner, LastRow, Ones, PlaceLast,
+from chunkproof.derivations.ir import (Const, CumProd, DiagV, HDiv, Inner, LastRow, Ones, PlaceLast,
                             RevCumSum, RowRec, Scale, Stack, Truth, Zeros)
 
 NOTE = "002_6404d08dac0301ed.txt"

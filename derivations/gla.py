@@ -17,12 +17,12 @@ Literal claims that do not hold (each has a ``.corrected`` twin that holds):
   gla.Kr_matrix           §5.2  ->K = Q (/) Gamma, should be K (/) Gamma
   gla.P_case2             §5.3  P = <-Q ->K^T claimed for t != tau, true only for t > tau
 """
-from derivations import ir
-from derivations import recurrences as R
-from derivations.dsl import (DO, DO_STEP, S_PREV, Derivation, Notebook, Program, adj, diag,
+from chunkproof.derivations import ir
+from chunkproof.derivations import recurrences as R
+from chunkproof.derivations.dsl import (DO, DO_STEP, S_PREV, Derivation, Notebook, Program, adj, diag,
                              prod, row, shift, summ, tile, tril)
-from derivations.ir import CumProd, LastRow, Truth, Var
-from derivations.tiles import Gamma, K, Kr, Kseq, Q, Ql, S, V, Vseq, gC
+from chunkproof.derivations.ir import CumProd, LastRow, Truth, Var
+from chunkproof.derivations.tiles import Gamma, K, Kr, Kseq, Q, Ql, S, V, Vseq, gC
 
 NOTE = "003_c008d497ea0f70e6.txt"
 

@@ -3,11 +3,11 @@
 Every delta line of the note is a claim, transcribed literally; lines that are
 wrong carry a ``corrected`` claim next to them.
 """
-from derivations import recurrences as R
-from derivations.dsl import (DO, S_PREV, Derivation, Notebook, Program, adj, diag, eye, inv,
+from chunkproof.derivations import recurrences as R
+from chunkproof.derivations.dsl import (DO, S_PREV, Derivation, Notebook, Program, adj, diag, eye, inv,
                              shift, tile, tril)
-from derivations.ir import CumProd, DiagV, LastRow, Ones, PlaceLast, RevCumSum, Truth
-from derivations.tiles import Alpha, Beta, Gamma, K, Kl, Kr, Q, Ql, S, U, V, W, gC
+from chunkproof.derivations.ir import CumProd, DiagV, LastRow, Ones, PlaceLast, RevCumSum, Truth
+from chunkproof.derivations.tiles import Alpha, Beta, Gamma, K, Kl, Kr, Q, Ql, S, U, V, W, gC
 
 NOTE = "001_ba6c617d0f1bc209.txt"
 D = Derivation("kda", "Kimi Delta Attention: chunkwise backward pass", NOTE)

@@ -2,10 +2,10 @@
 """Triton kernels printed from the verified derivations (see `chunkproof gen`).
 
 FLA-compatible API, each returning (o, final_state):
-    chunk_gla  (gla.py, from derivations/gla.py)
-    chunk_gated_delta_rule  (gated_delta_rule.py, from derivations/gated_deltanet.py)
-    chunk_kda  (kda.py, from derivations/kda.py)
-    chunk_dplr_delta_rule  (dplr_delta_rule.py, from derivations/dplr.py)
+    chunk_gla  (gla.py, from chunkproof.derivations/gla.py)
+    chunk_gated_delta_rule  (gated_delta_rule.py, from chunkproof.derivations/gated_deltanet.py)
+    chunk_kda  (kda.py, from chunkproof.derivations/kda.py)
+    chunk_dplr_delta_rule  (dplr_delta_rule.py, from chunkproof.derivations/dplr.py)
 """
 from .gla import chunk_gla
 from .gated_delta_rule import chunk_gated_delta_rule

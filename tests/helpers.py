@@ -1,8 +1,8 @@
 """Shared fixtures: the bundled derivations, checked once per test session."""
 import functools
 
-from verify.check import check
-from verify.loader import bundled, from_file
+from chunkproof.verify.check import check
+from chunkproof.derivations.loader import bundled, from_file
 
 
 @functools.lru_cache(maxsize=None)

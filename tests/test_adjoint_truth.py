@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from verify.check import jvp_loss
-from verify.evaluate import BlockEval, Point, Sizes, adjoint_value, true_dstates
-from verify.fields import Float, ModP, ZeroDivision
-from verify.loader import bundled, from_file
-from derivations import ir
+from chunkproof.verify.check import jvp_loss
+from chunkproof.verify.evaluate import BlockEval, Point, Sizes, adjoint_value, true_dstates
+from chunkproof.verify.fields import Float, ModP, ZeroDivision
+from chunkproof.derivations.loader import bundled, from_file
+from chunkproof.derivations import ir
 
 SIZES = Sizes(C=3, Dk=2, Dv=3, N=3, T=1)
 

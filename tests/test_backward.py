@@ -6,10 +6,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codegen import gen, plan
-from codegen.variants import BY_NAME
-from verify.fuzz.cases import VARIANTS, kernel, make_inputs, module
-from verify.fuzz.reference import grad_errors, reference_grads, rel_rms
+from chunkproof.codegen import gen, plan
+from chunkproof.codegen.variants import BY_NAME
+from chunkproof.fuzz.cases import VARIANTS, kernel, make_inputs, module
+from chunkproof.fuzz.reference import grad_errors, reference_grads, rel_rms
 
 BUCKETS = [(1, 1, 1, 16, 16), (1, 37, 2, 16, 32), (2, 64, 1, 32, 16), (1, 130, 1, 16, 24)]
 
@@ -22,7 +22,7 @@ def _dh0(name, bucket, seed, with_dht):
     dht = torch.randn(B, H, K, V, generator=gen_) if with_dht else None
     dh, dh0 = module(name)._backward_states(*args, do, dht, K ** -0.5)
     want = reference_grads(name, ref, do, dht if with_dht else torch.zeros(B, H, K, V), initial_state=state)
-    from generated_kernels._runtime import effective_tiling
+    from chunkproof.kernels._runtime import effective_tiling
     BT = effective_tiling(module(name).TILING, args[0].dtype, K, V)["BT"]    # 32 for fp32 delta rules
     assert dh.shape == (B, -(-T // BT), H, K, V) and dh0.shape == (B, H, K, V)
     return rel_rms(dh0, want["initial_state"])
@@ -144,7 +144,7 @@ def test_kept_forward_tiles_give_the_same_gradients(name, keep, sched, monkeypat
     o, ht, kept = m._forward(*args, K ** -0.5, state, True, keep=True)
     assert (kept is None) == (sched == "fused")
     if kept is not None:
-        from generated_kernels._runtime import effective_tiling
+        from chunkproof.kernels._runtime import effective_tiling
         BT = effective_tiling(m.TILING, torch.float32, K, V)["BT"]
         assert "h" in kept and kept["h"].shape[:2] == (B, -(-T // BT))
     leaves = [a.clone().requires_grad_() for a in args]
@@ -169,7 +169,7 @@ def test_only_some_inputs_require_grad():
 
 
 def test_incoming_gradients_are_checked():
-    from generated_kernels._runtime import check_grads
+    from chunkproof.kernels._runtime import check_grads
     q, v = torch.zeros(1, 5, 2, 16), torch.zeros(1, 5, 2, 8)
     with pytest.raises(ValueError, match=r"gradient of o must have o's shape \[B, T, H, V\] = \[1, 5, 2, 8\]"):
         check_grads("chunk_gla", q, v, torch.zeros(1, 5, 2, 16), None)

@@ -3,10 +3,10 @@ corrections hold and the literal lines they correct do not."""
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from derivations import ir
+from chunkproof.derivations import ir
 
-from verify.check import exact_once
-from verify.evaluate import Sizes
+from chunkproof.verify.check import exact_once
+from chunkproof.verify.evaluate import Sizes
 from tests.helpers import all_claims, derivations, verdicts
 
 

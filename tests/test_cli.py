@@ -8,7 +8,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run(*args):
-    p = subprocess.run([sys.executable, "-m", "verify.cli", *args], cwd=ROOT,
+    p = subprocess.run([sys.executable, "-m", "chunkproof", *args], cwd=ROOT,
                        capture_output=True, text=True, timeout=600)
     return p.returncode, p.stdout, p.stderr
 

@@ -2,7 +2,7 @@
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from verify.fields import Dual, ModP, ZeroDivision
+from chunkproof.verify.fields import Dual, ModP, ZeroDivision
 
 P = ModP.p
 

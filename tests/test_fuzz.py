@@ -6,9 +6,9 @@ import os
 import pytest
 import torch
 
-from verify import cli
-from verify.fuzz import cases
-from verify.fuzz.campaign import check, run_campaign, save_failures
+from chunkproof.verify import cli
+from chunkproof.fuzz import cases
+from chunkproof.fuzz.campaign import check, run_campaign, save_failures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAVED = os.path.join(ROOT, "tests", "fuzz_failures.json")
@@ -36,7 +36,7 @@ def test_campaign_cli_prints_the_table(capsys):
 
 
 def _broken(monkeypatch, name, how):
-    """Replace the public function of generated_kernels.<name> by a broken one."""
+    """Replace the public function of chunkproof.kernels.<name> by a broken one."""
     mod = cases.module(name)
     real = getattr(mod, cases.API[name])
 
@@ -102,7 +102,7 @@ def test_bad_arguments_are_input_errors(capsys):
 @pytest.mark.parametrize("name", cases.VARIANTS)
 def test_gradient_oracle_matches_finite_differences(name):
     # the fp64 autograd oracle the backward kernels will be fuzzed against
-    from verify.fuzz.reference import recurrence, reference_grads
+    from chunkproof.fuzz.reference import recurrence, reference_grads
     _, ref, state = cases.make_inputs(name, 1, 5, 1, 3, 2, seed=1, dtype=torch.float64, h0=True)
     gen = torch.Generator().manual_seed(0)
     do = torch.randn(1, 5, 1, 2, generator=gen, dtype=torch.float64)
@@ -129,7 +129,7 @@ def test_gradient_oracle_matches_finite_differences(name):
 
 
 def test_interrupt_keeps_and_saves_what_ran(tmp_path, monkeypatch, capsys):
-    from verify.fuzz import campaign
+    from chunkproof.fuzz import campaign
     calls = []
     real = campaign.check
 
@@ -149,7 +149,7 @@ def test_interrupt_keeps_and_saves_what_ran(tmp_path, monkeypatch, capsys):
 
 
 def _broken_backward(monkeypatch, name, how):
-    """Replace generated_kernels.<name>._backward by one with a broken gradient."""
+    """Replace chunkproof.kernels.<name>._backward by one with a broken gradient."""
     mod = cases.module(name)
     real = mod._backward
 
@@ -184,7 +184,7 @@ def test_properties_catch_broken_gradients(monkeypatch, how, prop):
 
 def cases_h0(name, prop, seed):
     # an example that has T > 1 (and, for split_sequence, passes a state across the cut)
-    from verify.fuzz.properties import draw
+    from chunkproof.fuzz.properties import draw
     ex = draw(name, prop, seed, "cpu", "fp32")
     return ex.bucket[1] > 1
 

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-import generated_kernels as G
-from verify.fuzz.cases import make_inputs, module
+import chunkproof.kernels as G
+from chunkproof.fuzz.cases import make_inputs, module
 
 
 def _gla(**over):
@@ -87,8 +87,8 @@ def test_cpu_without_interpreter_is_a_clear_error(monkeypatch):
 
 def test_fp32_tiling_overrides():
     # fp32 products stage twice the bytes: fewer stages and narrower V blocks (codegen/variants.py)
-    from generated_kernels._runtime import effective_tiling
-    import generated_kernels.kda as m
+    from chunkproof.kernels._runtime import effective_tiling
+    import chunkproof.kernels.kda as m
     base = effective_tiling(m.TILING, torch.bfloat16, 128, 128)
     f32 = effective_tiling(m.TILING, torch.float32, 128, 128)
     wide = effective_tiling(m.TILING, torch.float32, 256, 64)
@@ -98,7 +98,7 @@ def test_fp32_tiling_overrides():
 
 
 def test_gradient_launch_groups_are_checked():
-    from generated_kernels._runtime import grad_launches
+    from chunkproof.kernels._runtime import grad_launches
     spec = (("q", "k"), ("k", "k"), ("v", "v"), ("g", "gate_k"))
     assert grad_launches({}, spec) == [15]
     assert grad_launches({"grad_groups": [["q", "k"], ["v", "g"]]}, spec) == [3, 12]

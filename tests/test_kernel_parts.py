@@ -4,7 +4,7 @@ import torch
 import triton
 import triton.language as tl
 
-from generated_kernels._runtime import _inv_unit_lower
+from chunkproof.kernels._runtime import _inv_unit_lower
 
 
 @triton.jit

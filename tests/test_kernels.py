@@ -11,8 +11,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from verify.fuzz.cases import VARIANTS, kernel, make_inputs
-from verify.fuzz.reference import recurrence, rel_rms
+from chunkproof.fuzz.cases import VARIANTS, kernel, make_inputs
+from chunkproof.fuzz.reference import recurrence, rel_rms
 
 # (B, T, H, K, V): T = 1, T below, at and above the chunk size 64, K != V
 CPU_BUCKETS = [(1, 1, 1, 16, 16), (1, 37, 2, 16, 32), (2, 64, 1, 32, 16), (1, 130, 1, 16, 24)]
@@ -26,7 +26,7 @@ SCHEDULES = ["fused", "split"]
 @contextlib.contextmanager
 def schedule(name, which):
     """Run the variant's kernels under the given schedule ('fused' or 'split')."""
-    mod = importlib.import_module(f"generated_kernels.{name}")
+    mod = importlib.import_module(f"chunkproof.kernels.{name}")
     old = mod.TILING["schedule"]
     mod.TILING["schedule"] = which
     try:
@@ -72,7 +72,7 @@ def test_no_final_state_unless_asked():
 
 def test_chunk_size_is_data():
     # the same kernel source at a smaller chunk gives the same answer (and runs 3 chunks)
-    import generated_kernels.kda as m
+    import chunkproof.kernels.kda as m
     args, ref, state = make_inputs("kda", 1, 40, 1, 16, 16, seed=4, h0=True)
     o, ht = m._forward(*args, scale=16 ** -0.5, initial_state=state, output_final_state=True, chunk_size=16)
     ro, rh = recurrence("kda", initial_state=state, **ref)
@@ -143,14 +143,14 @@ def test_odd_wide_heads(name):
 def test_each_gate_product_form_matches_at_mild_decay(name, mode, monkeypatch):
     # the default ("stable") picks per chunk between the two exact forms, and at mild
     # decay always takes the rebalanced one: each is checked on its own here
-    mod = importlib.import_module(f"generated_kernels.{name}")
+    mod = importlib.import_module(f"chunkproof.kernels.{name}")
     monkeypatch.setitem(mod.TILING, "gate_products", mode)
     eo, eh = _run(name, (1, 130, 1, 16, 24), 5, True, torch.float32, "cpu", "split")
     assert eo <= FP32_TOL and eh <= FP32_TOL, f"{name}: o {eo:.2e}, state {eh:.2e}"
 
 
 def test_unknown_gate_products_mode_is_refused(monkeypatch):
-    mod = importlib.import_module("generated_kernels.gla")
+    mod = importlib.import_module("chunkproof.kernels.gla")
     args, _, _ = make_inputs("gla", 1, 5, 1, 16, 16, seed=0)
     monkeypatch.setitem(mod.TILING, "gate_products", "fast")
     with pytest.raises(ValueError, match="gate_products"):
@@ -160,7 +160,7 @@ def test_unknown_gate_products_mode_is_refused(monkeypatch):
 def test_fp32_products_is_data(monkeypatch):
     # "tf32x3" runs the same kernels (the interpreter multiplies it in fp32; its accuracy
     # is measured on the GPU); an unknown value is a clear error
-    mod = importlib.import_module("generated_kernels.kda")
+    mod = importlib.import_module("chunkproof.kernels.kda")
     monkeypatch.setitem(mod.TILING, "fp32_products", "tf32x3")
     eo, eh = _run("kda", (1, 70, 1, 16, 24), 2, True, torch.float32, "cpu", "split")
     assert eo <= FP32_TOL and eh <= FP32_TOL
@@ -175,7 +175,7 @@ def test_tf32_mixed_keeps_computed_operands_out_of_bf16(name, monkeypatch):
     # computed_dots="tf32_mixed" multiplies an input tile by a computed one without
     # rounding the computed one to bf16: on the CPU (bf16 rounding emulated, tf32 as
     # fp32) its output error on bf16 inputs is clearly below the default's
-    mod = importlib.import_module(f"generated_kernels.{name}")
+    mod = importlib.import_module(f"chunkproof.kernels.{name}")
     errs = {}
     for mode in ("tf32", "tf32_mixed"):
         monkeypatch.setitem(mod.TILING, "computed_dots", mode)

@@ -3,8 +3,8 @@ operand, M <-> M_{-1}, S_[t] <-> S_[t-1], left <-> right arrow, drop a term,
 swap a product, flip a sign) must be reported, on every claim that holds."""
 import collections
 
-from verify.check import check
-from verify.mutate import equivalent, mutants
+from chunkproof.verify.check import check
+from chunkproof.verify.mutate import equivalent, mutants
 from tests.helpers import all_claims, verdicts
 
 

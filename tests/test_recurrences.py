@@ -5,10 +5,10 @@ import numpy as np
 import torch
 from hypothesis import given, settings, strategies as st
 
-from derivations import recurrences as R
-from derivations.dsl import Derivation
-from verify.evaluate import Point, Sizes
-from verify.fields import Float
+from chunkproof.derivations import recurrences as R
+from chunkproof.derivations.dsl import Derivation
+from chunkproof.verify.evaluate import Point, Sizes
+from chunkproof.verify.fields import Float
 
 
 def _outputs(rec, seq, S0, sizes):

@@ -8,8 +8,8 @@ from typing import List, Optional
 
 import numpy as np
 
-from derivations import ir
-from derivations.dsl import Claim, Derivation
+from chunkproof.derivations import ir
+from chunkproof.derivations.dsl import Claim, Derivation
 from .evaluate import (BlockEval, EvalError, UndefinedFormula, Point, Sizes, adjoint_value,
                        idx_value, run_steps)
 from .fields import Dual, Float, ModP, ZeroDivision

@@ -9,8 +9,8 @@ from typing import Dict
 
 import numpy as np
 
-from derivations import ir
-from derivations.dsl import Derivation, Program
+from chunkproof.derivations import ir
+from chunkproof.derivations.dsl import Derivation, Program
 from .fields import Dual, Float, ModP
 
 

@@ -7,8 +7,8 @@ from typing import Iterator, Tuple
 
 import numpy as np
 
-from derivations import ir
-from derivations.dsl import Claim, Derivation
+from chunkproof.derivations import ir
+from chunkproof.derivations.dsl import Claim, Derivation
 from .evaluate import BlockEval, EvalError, Point
 from .fields import ModP, ZeroDivision
 

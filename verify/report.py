@@ -5,7 +5,7 @@ import json
 from collections import OrderedDict
 from typing import List
 
-from derivations.latex import to_latex
+from chunkproof.derivations.latex import to_latex
 from .check import Result
 
 MARK = {"holds": "ok", "fails": "FAIL", "ill-formed": "ILL", "error": "ERR"}

@@ -8,10 +8,10 @@ Chunk form (gamma^r = prod_{i<=r} alpha_i inside the chunk, a C x 1 column):
     O_[t]  = <-Q S_[t-1]^T + (<-Q ->K^T ⊙ M) V
     S_[t]  = gamma^C (S_[t-1] + V^T ->K)
 """
-from derivations import recurrences as R
-from derivations.dsl import (DO, Derivation, Notebook, Program, S_PREV, adj, diag, inv,
+from chunkproof.derivations import recurrences as R
+from chunkproof.derivations.dsl import (DO, Derivation, Notebook, Program, S_PREV, adj, diag, inv,
                              shift, tile, tril)
-from derivations.ir import CumProd, Inner, LastRow, Ones, PlaceLast, RevCumSum, Scale, Truth
+from chunkproof.derivations.ir import CumProd, Inner, LastRow, Ones, PlaceLast, RevCumSum, Scale, Truth
 
 D = Derivation("mamba2_example", "Mamba2-style scalar gate (README walk-through)", "mamba2.py")
 D.add_recurrence(R.mamba2())

@@ -1,2 +1,2 @@
-from derivations.dsl import Derivation
+from chunkproof.derivations.dsl import Derivation
 raise RuntimeError("this derivation is broken on purpose")

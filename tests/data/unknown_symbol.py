@@ -1,6 +1,6 @@
-from derivations.examples import mamba2 as base
-from derivations.dsl import Notebook, tile
-from derivations.ir import Truth
+from chunkproof.derivations.examples import mamba2 as base
+from chunkproof.derivations.dsl import Notebook, tile
+from chunkproof.derivations.ir import Truth
 
 nb = Notebook(base.D, "unknown_symbol.py").section("forward")
 nb.forward("bad.Z", 4, r"O = Z", Truth("outs"), tile("Zeta", "C", "Dv"), "mamba2_chunk")

@@ -1,6 +1,6 @@
 """The README example with one typo: dK multiplies by Diag(gamma) instead of dividing."""
-from derivations.examples import mamba2 as base
-from derivations.dsl import Notebook, adj, diag
+from chunkproof.derivations.examples import mamba2 as base
+from chunkproof.derivations.dsl import Notebook, adj, diag
 
 D = base.D
 nb = Notebook(D, "wrong_dK.py").section("chunk backward")

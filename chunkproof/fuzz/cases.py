@@ -7,7 +7,7 @@ import importlib
 import torch
 import torch.nn.functional as F
 
-from codegen.variants import VARIANTS as _GENERATED
+from chunkproof.codegen.variants import VARIANTS as _GENERATED
 
 VARIANTS = [v.name for v in _GENERATED]
 API = {v.name: v.func for v in _GENERATED}      # module name -> public function
@@ -16,9 +16,9 @@ BETAS = ("random", "zero", "one")
 
 
 def module(name):
-    """generated_kernels.<name>, imported on first use (so that a caller can set
+    """chunkproof.kernels.<name>, imported on first use (so that a caller can set
     TRITON_INTERPRET before triton is imported)."""
-    return importlib.import_module(f"generated_kernels.{name}")
+    return importlib.import_module(f"chunkproof.kernels.{name}")
 
 
 def kernel(name):

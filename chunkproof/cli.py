@@ -8,8 +8,8 @@ import sys
 import time
 from typing import List
 
-from derivations import ir
-from .loader import BUNDLED, NOTE_OF, InputError, bundled, from_file
+from chunkproof.derivations import ir
+from chunkproof.derivations.loader import BUNDLED, NOTE_OF, InputError, bundled, from_file
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
@@ -18,7 +18,7 @@ _WORK = []  # (derivation, claim) pairs, inherited by forked workers
 
 def _check_one(args):
     """One claim in a forked worker; args = (index into _WORK, floats, diagnose, seed)."""
-    from .check import check
+    from chunkproof.verify.check import check
     i, floats, diagnose, seed = args
     d, c = _WORK[i]
     r = check(d, c, floats=floats, diagnose=diagnose, seed=seed)
@@ -73,7 +73,7 @@ def _validate(derivs):
 
 
 def run_checks(derivs, pattern="", jobs=1, floats=True, diagnose=True, progress=True, seed=0):
-    from .check import check
+    from chunkproof.verify.check import check
     global _WORK
     _WORK = [(d, c) for d in derivs for c in d.claims if pattern in c.id]
     n = len(_WORK)
@@ -119,7 +119,7 @@ def _one_line_problems(results):
 
 
 def cmd_report(args):
-    from . import report
+    from chunkproof.verify import report
     if args.cmd == "verify":
         derivs = [d for t in args.targets for d in from_file(t, args.debug)]
     else:
@@ -161,10 +161,10 @@ def _add_report_args(p):
 
 def cmd_gen(args):
     """Print generated_kernels/ from the verified claims; --check compares instead."""
-    from codegen import gen
-    from codegen.plan import Refused
-    from codegen.printer import CodegenError
-    from codegen.variants import BY_NAME, VARIANTS
+    from chunkproof.codegen import gen
+    from chunkproof.codegen.plan import Refused
+    from chunkproof.codegen.printer import CodegenError
+    from chunkproof.codegen.variants import BY_NAME, VARIANTS
     unknown = [n for n in args.variant if n not in BY_NAME]
     if unknown:
         raise InputError(f"unknown variant {unknown[0]!r} (variants: {', '.join(BY_NAME)})")
@@ -201,7 +201,7 @@ def cmd_gen(args):
 
 def cmd_fuzz(args):
     """Property-based campaign of the generated kernels against the fp64 recurrence."""
-    from .fuzz.cases import VARIANTS
+    from chunkproof.fuzz.cases import VARIANTS
     names = []
     for v in args.variant or ["all"]:
         names += VARIANTS if v == "all" else [v]
@@ -224,8 +224,8 @@ def cmd_fuzz(args):
         # warns when those overflow; the properties judge the outputs, not the warnings
         import warnings
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
-    from .fuzz.campaign import Interrupted, run_campaign, save_failures, table
-    from .fuzz.properties import PROPERTIES
+    from chunkproof.fuzz.campaign import Interrupted, run_campaign, save_failures, table
+    from chunkproof.fuzz.properties import PROPERTIES
     props = args.property or list(PROPERTIES)
     bad = [p for p in props if p not in PROPERTIES]
     if bad:
@@ -256,6 +256,8 @@ def cmd_fuzz(args):
 def build_parser():
     ap = argparse.ArgumentParser(prog="chunkproof", description=(
         "Check chunkwise linear-attention derivations exactly against their recurrences."))
+    from chunkproof import __version__
+    ap.add_argument("--version", action="version", version=f"chunkproof {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("report", help="report on the bundled notes or the given targets")
     p.add_argument("targets", nargs="*", help="bundled note (gla, gated_deltanet, kda, dplr, or a note "
@@ -286,7 +288,7 @@ def build_parser():
     p.add_argument("--property", action="append", default=[],
                    help="only this property (repeatable): matches_fp64, extreme_gates, causality, "
                         "split_sequence, poisoned_outputs")
-    from .fuzz.campaign import DEFAULT_SAVE
+    from chunkproof.fuzz.campaign import DEFAULT_SAVE
     p.add_argument("--save", default=DEFAULT_SAVE, help=f"failing seeds are merged into this JSON file "
                                                          f"(default {DEFAULT_SAVE}, which the test suite replays)")
     p.add_argument("--no-save", action="store_true", help="do not save failing seeds")
@@ -310,7 +312,3 @@ def main(argv=None):
     except KeyboardInterrupt:
         sys.stderr.write("chunkproof: interrupted\n")
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,7 +7,7 @@ import os
 import traceback
 from typing import List
 
-from derivations.dsl import Derivation
+from chunkproof.derivations.dsl import Derivation
 
 BUNDLED = ["gla", "gated_deltanet", "kda", "dplr"]
 NOTE_OF = {"gla": "003_c008d497ea0f70e6.txt", "gated_deltanet": "002_6404d08dac0301ed.txt",
@@ -36,7 +36,7 @@ def bundled(names=None) -> List[Derivation]:
     out = []
     for n in names or BUNDLED:
         try:
-            mod = importlib.import_module(f"derivations.{n}")
+            mod = importlib.import_module(f"chunkproof.derivations.{n}")
         except Exception as e:  # noqa: BLE001 - a broken install must still say what broke
             raise InputError(f"derivations/{n}.py: failed to import: {type(e).__name__}: {e}") from None
         out.extend(_collect(mod, f"derivations/{n}.py"))
