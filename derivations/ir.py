@@ -11,7 +11,8 @@ bound index variables and sizes; the derivation files are trusted Python.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, fields
 from typing import Tuple
 
 Shape = Tuple[str, str]
@@ -26,10 +27,47 @@ def _fmt(s: Shape) -> str:
 
 
 class Expr:
-    """Base of all IR nodes.  Operators build nodes, so formulas read like math."""
+    """Base of all IR nodes.  Operators build nodes, so formulas read like math.
+
+    Nodes are immutable and compare and hash by structure: two nodes are equal when
+    they are of one class with equal fields (their LaTeX labels included), so a
+    subexpression can key a dict wherever it appears.  The hash is computed once."""
 
     def children(self):
         return ()
+
+    def key(self) -> tuple:
+        """The node's class and field values: what equality compares."""
+        return (type(self),) + tuple(getattr(self, f.name) for f in fields(self))
+
+    def __hash__(self):
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(self.key())
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __eq__(self, o):
+        if self is o:
+            return True
+        if type(o) is not type(self) or hash(o) != hash(self):
+            return False
+        return self.key() == o.key()
+
+    def __ne__(self, o):
+        return not self == o
+
+    def map_children(self, f):
+        """This node with every field that is an expression, x, replaced by f(x);
+        itself when nothing changed."""
+        changes = {}
+        for fld in fields(self):
+            val = getattr(self, fld.name)
+            if isinstance(val, Expr):
+                new = f(val)
+                if new is not val:
+                    changes[fld.name] = new
+        return dataclasses.replace(self, **changes) if changes else self
 
     # -- operator sugar -------------------------------------------------
     def __add__(self, o):

@@ -9,7 +9,7 @@ import pytest
 from chunkproof.codegen import gen, plan
 from chunkproof.codegen.variants import BY_NAME
 from chunkproof.derivations import ir
-from chunkproof.verify import cli
+from chunkproof import cli
 from chunkproof.derivations.loader import bundled
 
 

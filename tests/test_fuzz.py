@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from chunkproof.verify import cli
+from chunkproof import cli
 from chunkproof.fuzz import cases
 from chunkproof.fuzz.campaign import check, run_campaign, save_failures
 
