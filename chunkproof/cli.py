@@ -2,112 +2,35 @@
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
 import sys
-import time
-from typing import List
+import warnings
 
-from chunkproof.derivations import ir
-from chunkproof.derivations.loader import BUNDLED, NOTE_OF, InputError, bundled, from_file
+import torch
+
+from chunkproof import __version__
+from chunkproof.derivations.loader import InputError, from_file, resolve
+from chunkproof.fuzz.campaign import DEFAULT_SAVE, Interrupted, run_campaign, save_failures, table
+from chunkproof.fuzz.properties import PROPERTIES
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
-_WORK = []  # (derivation, claim) pairs, inherited by forked workers
 
+def _progress(quiet):
+    """What run_checks calls as each claim is decided: a line on stderr (rewritten
+    in place on a terminal), or nothing."""
+    if quiet:
+        return None
+    tty = sys.stderr.isatty()
 
-def _check_one(args):
-    """One claim in a forked worker; args = (index into _WORK, floats, diagnose, seed)."""
-    from chunkproof.verify.check import check
-    i, floats, diagnose, seed = args
-    d, c = _WORK[i]
-    r = check(d, c, floats=floats, diagnose=diagnose, seed=seed)
-    r.claim = None  # the parent re-attaches it; IR trees need not travel
-    return i, r
-
-
-def _resolve(targets: List[str], debug: bool):
-    if not targets:
-        return bundled()
-    out = []
-    for t in targets:
-        if t.endswith(".py") or os.path.sep in t:
-            out.extend(from_file(t, debug))
-            continue
-        key = t[:-4] if t.endswith(".txt") else t
-        match = [n for n in BUNDLED if n == key]
-        if not match:
-            match = [n for n, note in NOTE_OF.items() if note.startswith(key)]
-        if not match:
-            raise InputError(f"{t}: not a derivation file and not a bundled note "
-                             f"(bundled: {', '.join(BUNDLED)}, or a note file name such as 003)")
-        out.extend(bundled(match))
-    return out
-
-
-def _validate(derivs):
-    """Programs and recurrences must be well formed before claims mean anything."""
-    for d in derivs:
-        for p in d.programs.values():
-            rec = d.recurrences.get(d.program_recurrence.get(p.name, ""))
-            reserved = {"S_prev", "dO"}
-            if rec is not None:
-                reserved |= {i.seq for i in rec.inputs} | {i.step for i in rec.inputs}
-            for name, e in p.defs:
-                if name in reserved:
-                    raise InputError(f"{d.source}: program {p.name}: definition {name!r} has the name "
-                                     f"of an input; give the derived tile its own name")
-                try:
-                    e.shape()
-                except ir.ShapeError as err:
-                    raise InputError(f"{d.source}: program {p.name}, definition {name}: "
-                                     f"ill-formed: {err}") from None
-            for need in (p.state, p.output):
-                if p.expr(need) is None:
-                    raise InputError(f"{d.source}: program {p.name} defines no {need!r}")
-        for c in d.claims:
-            if c.program not in d.programs:
-                raise InputError(f"{d.source}: claim {c.id} ({c.citation}): unknown program {c.program!r}")
-            if c.recurrence not in d.recurrences:
-                raise InputError(f"{d.source}: claim {c.id} ({c.citation}): unknown recurrence {c.recurrence!r}")
-
-
-def run_checks(derivs, pattern="", jobs=1, floats=True, diagnose=True, progress=True, seed=0):
-    from chunkproof.verify.check import check
-    global _WORK
-    _WORK = [(d, c) for d in derivs for c in d.claims if pattern in c.id]
-    n = len(_WORK)
-    results = [None] * n
-    tty = progress and sys.stderr.isatty()
-    t0 = time.perf_counter()
-
-    def tick(done, i, r):
-        if not progress:
-            return
-        c = _WORK[i][1]
-        msg = f"[{done}/{n}] {c.id}: {r.verdict} ({r.seconds:.2f} s)"
+    def tick(done, n, r):
+        msg = f"[{done}/{n}] {r.claim.id}: {r.verdict} ({r.seconds:.2f} s)"
         if tty:
             sys.stderr.write("\r\033[K" + msg)
         elif r.verdict != "holds" or done == n or done % 25 == 0:
             sys.stderr.write(msg + "\n")
         sys.stderr.flush()
-
-    if jobs > 1 and n > 8:
-        ctx = mp.get_context("fork")
-        with ctx.Pool(jobs) as pool:
-            done = 0
-            for i, r in pool.imap_unordered(_check_one, [(i, floats, diagnose, seed) for i in range(n)]):
-                r.claim = _WORK[i][1]
-                results[i] = r
-                done += 1
-                tick(done, i, r)
-    else:
-        for i, (d, c) in enumerate(_WORK):
-            results[i] = check(d, c, floats=floats, diagnose=diagnose, seed=seed)
-            tick(i + 1, i, results[i])
-    if tty:
-        sys.stderr.write("\n")
-    return results, time.perf_counter() - t0
+    return tick
 
 
 def _one_line_problems(results):
@@ -119,14 +42,18 @@ def _one_line_problems(results):
 
 
 def cmd_report(args):
+    # verify imports sympy (0.7 s): the commands that check no claim start without it
     from chunkproof.verify import report
+    from chunkproof.verify.run import run_checks, validate
     if args.cmd == "verify":
         derivs = [d for t in args.targets for d in from_file(t, args.debug)]
     else:
-        derivs = _resolve(args.targets, args.debug)
-    _validate(derivs)
+        derivs = resolve(args.targets, args.debug)
+    validate(derivs)
     results, secs = run_checks(derivs, args.claim, args.jobs, not args.no_float,
-                               not args.no_diagnose, not args.quiet, args.seed)
+                               not args.no_diagnose, args.seed, on_result=_progress(args.quiet))
+    if not args.quiet and sys.stderr.isatty():
+        sys.stderr.write("\n")
     if not results:
         raise InputError(f"no claim matches {args.claim!r}")
     _one_line_problems(results)
@@ -161,6 +88,7 @@ def _add_report_args(p):
 
 def cmd_gen(args):
     """Print generated_kernels/ from the verified claims; --check compares instead."""
+    # codegen (and the verifier under it) loads only for this command
     from chunkproof.codegen import gen
     from chunkproof.codegen.plan import Refused
     from chunkproof.codegen.printer import CodegenError
@@ -201,6 +129,7 @@ def cmd_gen(args):
 
 def cmd_fuzz(args):
     """Property-based campaign of the generated kernels against the fp64 recurrence."""
+    # the cases import codegen: only the commands that use it pay for it
     from chunkproof.fuzz.cases import VARIANTS
     names = []
     for v in args.variant or ["all"]:
@@ -211,7 +140,6 @@ def cmd_fuzz(args):
     if args.examples < 1:
         raise InputError(f"--examples must be at least 1, got {args.examples}")
     if args.device == "cuda":
-        import torch
         if not torch.cuda.is_available():
             raise InputError("--device cuda: no CUDA device here (use --device cpu for Triton's interpreter)")
         if os.environ.get("TRITON_INTERPRET") == "1":
@@ -222,10 +150,7 @@ def cmd_fuzz(args):
         # the interpreter evaluates every line of a kernel, including dense tiles the
         # compiled kernel never forms (their stable forms are used instead), and numpy
         # warns when those overflow; the properties judge the outputs, not the warnings
-        import warnings
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
-    from chunkproof.fuzz.campaign import Interrupted, run_campaign, save_failures, table
-    from chunkproof.fuzz.properties import PROPERTIES
     props = args.property or list(PROPERTIES)
     bad = [p for p in props if p not in PROPERTIES]
     if bad:
@@ -256,7 +181,6 @@ def cmd_fuzz(args):
 def build_parser():
     ap = argparse.ArgumentParser(prog="chunkproof", description=(
         "Check chunkwise linear-attention derivations exactly against their recurrences."))
-    from chunkproof import __version__
     ap.add_argument("--version", action="version", version=f"chunkproof {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("report", help="report on the bundled notes or the given targets")
@@ -288,7 +212,6 @@ def build_parser():
     p.add_argument("--property", action="append", default=[],
                    help="only this property (repeatable): matches_fp64, extreme_gates, causality, "
                         "split_sequence, poisoned_outputs")
-    from chunkproof.fuzz.campaign import DEFAULT_SAVE
     p.add_argument("--save", default=DEFAULT_SAVE, help=f"failing seeds are merged into this JSON file "
                                                          f"(default {DEFAULT_SAVE}, which the test suite replays)")
     p.add_argument("--no-save", action="store_true", help="do not save failing seeds")

@@ -1,6 +1,6 @@
 """Note 002 (Gated DeltaNet reading notes, Chinese + LaTeX), encoded as claims.
 
-    python -m verify.quick derivations/gated_deltanet.py [claim-id-substring]
+    chunkproof verify derivations/gated_deltanet.py [--claim claim-id-substring]
 
 Layout, following the note:
   §3.1  Sherman-Morrison; the gradients of ||A||_F^2 and ||x||^2 (optional rows)

@@ -15,6 +15,8 @@ import dataclasses
 from dataclasses import dataclass, fields
 from typing import Tuple
 
+from .latex import to_latex
+
 Shape = Tuple[str, str]
 
 
@@ -526,7 +528,6 @@ def walk(e: Expr):
 
 
 def latex_of(e: Expr) -> str:
-    from .latex import to_latex
     try:
         return to_latex(e)
     except Exception:  # a printing failure must never hide the shape error itself

@@ -62,3 +62,24 @@ def from_file(path: str, debug=False) -> List[Derivation]:
                       if os.path.abspath(fr.filename) == absp), path)
         raise InputError(f"{where}: the derivation failed to import: {type(e).__name__}: {e}") from None
     return _collect(mod, path)
+
+
+def resolve(targets: List[str], debug=False) -> List[Derivation]:
+    """The derivations a command line names: bundled notes by name (gla, ...) or
+    note file name (003, 003_....txt), or derivation files; all bundled if none."""
+    if not targets:
+        return bundled()
+    out = []
+    for t in targets:
+        if t.endswith(".py") or os.path.sep in t:
+            out.extend(from_file(t, debug))
+            continue
+        key = t[:-4] if t.endswith(".txt") else t
+        match = [n for n in BUNDLED if n == key]
+        if not match:
+            match = [n for n, note in NOTE_OF.items() if note.startswith(key)]
+        if not match:
+            raise InputError(f"{t}: not a derivation file and not a bundled note "
+                             f"(bundled: {', '.join(BUNDLED)}, or a note file name such as 003)")
+        out.extend(bundled(match))
+    return out

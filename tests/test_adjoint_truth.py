@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import torch
 
+from chunkproof.verify.adjoints import adjoint_value, true_dstates
 from chunkproof.verify.check import jvp_loss
-from chunkproof.verify.evaluate import BlockEval, Point, Sizes, adjoint_value, true_dstates
+from chunkproof.verify.evaluate import BlockEval, Point, Sizes
 from chunkproof.verify.fields import Float, ModP, ZeroDivision
 from chunkproof.derivations.loader import bundled, from_file
 from chunkproof.derivations import ir
@@ -41,7 +42,7 @@ def test_reverse_mode_matches_dual_numbers(deriv, prog):
     for seed in range(4):
         rng = np.random.default_rng(seed)
         f = ModP(rng)
-        pt = Point(deriv, rec, f, SIZES, rng)
+        pt = Point.sample(deriv, rec, f, SIZES, rng)
         try:
             names = _targets(prog, pt)
             for name in names:
@@ -69,7 +70,7 @@ def test_state_adjoints_match_torch_autograd(deriv):
     """dL/dS_t from our reverse pass equals torch autograd through the recurrence."""
     for rec in deriv.recurrences:
         rng = np.random.default_rng(3)
-        pt = Point(deriv, rec, Float(), Sizes(C=4, Dk=3, Dv=2, N=2), rng)
+        pt = Point.sample(deriv, rec, Float(), Sizes(C=4, Dk=3, Dv=2, N=2), rng)
         S0 = pt.S0.clone().requires_grad_(True)
         pt.S0 = S0
         states, outs = pt.trajectory()

@@ -2,6 +2,7 @@
 operand, M <-> M_{-1}, S_[t] <-> S_[t-1], left <-> right arrow, drop a term,
 swap a product, flip a sign) must be reported, on every claim that holds."""
 import collections
+import dataclasses
 
 from chunkproof.verify.check import check
 from chunkproof.verify.mutate import equivalent, mutants
@@ -42,5 +43,4 @@ def test_every_mutant_of_a_holding_claim_is_reported(capsys):
 
 
 def _with_rhs(c, rhs):
-    import dataclasses
     return dataclasses.replace(c, rhs=rhs, id=c.id + "~mutant")

@@ -7,12 +7,15 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 import numpy as np
+import torch
 
 from chunkproof.derivations import ir
 from chunkproof.derivations.dsl import Claim, Derivation
-from .evaluate import (BlockEval, EvalError, UndefinedFormula, Point, Sizes, adjoint_value,
-                       idx_value, run_steps)
+from .adjoints import adjoint_value
+from .evaluate import BlockEval, EvalError, UndefinedFormula, Point, Sizes, run_steps
 from .fields import Dual, Float, ModP, ZeroDivision
+from .residual import sympy_residual
+from .sites import sites
 
 EXACT_SIZES = Sizes(C=4, Dk=3, Dv=5, N=3, T=2)
 FLOAT_SIZES = Sizes(C=16, Dk=24, Dv=40, N=3, T=8)
@@ -54,39 +57,6 @@ def shape_check(claim: Claim):
     sr = claim.rhs.shape()
     if sl != sr:
         raise ir.ShapeError(f"the two sides have shapes {sl[0]}x{sl[1]} and {sr[0]}x{sr[1]}")
-
-
-def _bindings(claim: Claim, base_env: dict):
-    """All assignments of the claim's index quantifiers."""
-    def rec(i, env):
-        if i == len(claim.over):
-            yield dict(env)
-            return
-        var, lo, hi = claim.over[i]
-        full = {**base_env, **env}
-        for x in range(idx_value(lo, full), idx_value(hi, full) + 1):
-            env[var] = x
-            yield from rec(i + 1, env)
-        env.pop(var, None)
-    yield from rec(0, {})
-
-
-def _blocks(claim: Claim, prog, sizes: Sizes):
-    n = sizes.N if prog.block == "chunk" else sizes.L
-    if claim.blocks == "not_last":
-        return range(n - 1)
-    if claim.blocks == "first":
-        return range(1)
-    if claim.blocks == "not_first":
-        return range(1, n)
-    return range(n)
-
-
-def _adjoint_fn(pt, prog):
-    """True adjoints for adj() nodes inside formulas, in the evaluating block."""
-    def f(a: ir.Adj, ev: BlockEval):
-        return adjoint_value(pt, ev.prog, ev.b, a)
-    return f
 
 
 def _inner(f, a, b):
@@ -156,7 +126,6 @@ def jvp_loss(pt: Point, prog, b: int, target: ir.Adj, D):
 
 def autograd_adjoint(pt: Point, prog, b: int, target: ir.Adj):
     """dL/dX in float64 by torch autograd: independent of our reverse mode."""
-    import torch
     primal = BlockEval(pt, prog, b, pt.field).var_value(target.var.name)
     x = primal.detach().clone().requires_grad_(True)
     val = loss_given(pt, prog, b, target, x, pt.field)
@@ -166,8 +135,8 @@ def autograd_adjoint(pt: Point, prog, b: int, target: ir.Adj):
 
 def _sample_point(deriv, claim, field, sizes, seed):
     rng = np.random.default_rng(seed)
-    return Point(deriv, claim.recurrence, field, sizes, rng,
-                 zero_init="zero_initial_state" in claim.assume)
+    return Point.sample(deriv, claim.recurrence, field, sizes, rng,
+                        zero_init="zero_initial_state" in claim.assume)
 
 
 def exact_once(deriv: Derivation, claim: Claim, sizes: Sizes, seed: int) -> Optional[Mismatch]:
@@ -178,33 +147,29 @@ def exact_once(deriv: Derivation, claim: Claim, sizes: Sizes, seed: int) -> Opti
         f = ModP(np.random.default_rng([seed, attempt, 0xD1]))
         pt = _sample_point(deriv, claim, f, sizes, seed * 1000 + attempt)
         try:
-            return _exact_at(pt, claim, prog, seed * 1000 + attempt, report_seed=seed)
+            return _exact_at(pt, claim, prog, report_seed=seed)
         except ZeroDivision:
             continue
     raise UndefinedFormula("undefined at every sampled point: the formula divides by zero "
                           "identically (e.g. inverts a singular matrix)")
 
 
-def _exact_at(pt, claim, prog, seed, report_seed=None):
+def _exact_at(pt, claim, prog, report_seed=None):
     f = pt.field
-    shared = {}
-    adjf = _adjoint_fn(pt, prog)
-    for b in _blocks(claim, prog, pt.sizes):
-        ev = BlockEval(pt, prog, b, f, adjoints=adjf, shared=shared)
-        for env in _bindings(claim, ev.idx_env()):
-            rhs = ev.ev(claim.rhs, env)
-            if claim.kind == "adjoint":
-                r, c = f.shape(rhs)
-                D = f.rand(r, c)
-                want = jvp_loss(pt, prog, b, claim.lhs, D)
-                got = int((f.had(rhs, D)).sum() % f.p)
-                if want != got:
-                    truth = adjoint_value(pt, prog, b, claim.lhs)
-                    return _mismatch(f, pt, report_seed, b, env, truth, rhs)
-            else:
-                lhs = ev.ev(claim.lhs, env)
-                if not f.equal(lhs, rhs):
-                    return _mismatch(f, pt, report_seed, b, env, lhs, rhs)
+    for b, ev, env in sites(pt, claim, prog):
+        rhs = ev.ev(claim.rhs, env)
+        if claim.kind == "adjoint":
+            r, c = f.shape(rhs)
+            D = f.rand(r, c)
+            want = jvp_loss(pt, prog, b, claim.lhs, D)
+            got = int((f.had(rhs, D)).sum() % f.p)
+            if want != got:
+                truth = adjoint_value(pt, prog, b, claim.lhs)
+                return _mismatch(f, pt, report_seed, b, env, truth, rhs)
+        else:
+            lhs = ev.ev(claim.lhs, env)
+            if not f.equal(lhs, rhs):
+                return _mismatch(f, pt, report_seed, b, env, lhs, rhs)
     return None
 
 
@@ -244,24 +209,18 @@ def smallest_failure(deriv, claim):
 def float_error(deriv, claim, sizes=FLOAT_SIZES, seed=5):
     """Relative error ||lhs - rhs|| / max(||lhs||, ||rhs||) in float64 at realistic
     sizes (adjoint truths by torch autograd)."""
-    import torch
     prog = _prog(deriv, claim)
-    f = Float()
-    pt = _sample_point(deriv, claim, f, sizes, seed)
-    shared = {}
-    adjf = _adjoint_fn(pt, prog)
+    pt = _sample_point(deriv, claim, Float(), sizes, seed)
     worst = 0.0
-    for b in _blocks(claim, prog, sizes):
-        ev = BlockEval(pt, prog, b, f, adjoints=adjf, shared=shared)
-        for env in _bindings(claim, ev.idx_env()):
-            rhs = ev.ev(claim.rhs, env)
-            lhs = autograd_adjoint(pt, prog, b, claim.lhs) if claim.kind == "adjoint" \
-                else ev.ev(claim.lhs, env)
-            den = max(float(torch.linalg.norm(lhs)), float(torch.linalg.norm(rhs)))
-            # where both sides vanish (a "= 0" claim) a relative error means nothing:
-            # the absolute error, itself rounding-sized, is reported instead
-            err = float(torch.linalg.norm(lhs - rhs))
-            worst = max(worst, err / den if den > 1e-8 else err)
+    for b, ev, env in sites(pt, claim, prog):
+        rhs = ev.ev(claim.rhs, env)
+        lhs = autograd_adjoint(pt, prog, b, claim.lhs) if claim.kind == "adjoint" \
+            else ev.ev(claim.lhs, env)
+        den = max(float(torch.linalg.norm(lhs)), float(torch.linalg.norm(rhs)))
+        # where both sides vanish (a "= 0" claim) a relative error means nothing:
+        # the absolute error, itself rounding-sized, is reported instead
+        err = float(torch.linalg.norm(lhs - rhs))
+        worst = max(worst, err / den if den > 1e-8 else err)
     return worst
 
 
@@ -292,7 +251,6 @@ def check(deriv: Derivation, claim: Claim, sizes: Sizes = EXACT_SIZES, trials=TR
                 if small is not None:
                     res.smallest = str(small)
                     res.mismatch = m2
-                    from .residual import sympy_residual
                     res.residual = sympy_residual(deriv, claim, small)
                     if res.residual:
                         res.evidence.append(f"sympy residual at {small}")

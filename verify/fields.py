@@ -14,6 +14,8 @@ evaluator is written on top of them.
 from __future__ import annotations
 
 import numpy as np
+import sympy
+import torch
 
 
 class ZeroDivision(ArithmeticError):
@@ -214,7 +216,6 @@ class Float:
     exact = False
 
     def __init__(self, gen=None):
-        import torch
         self.torch = torch
         self.gen = gen
 
@@ -281,7 +282,6 @@ class Sym:
     exact = True
 
     def __init__(self):
-        import sympy
         self.sp = sympy
 
     def const(self, a):
