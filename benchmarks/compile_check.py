@@ -4,7 +4,7 @@ device time.  Uses this machine's Triton, which may be newer than the GPU's.
 
     python benchmarks/compile_check.py [--arch 90] [--dtype bf16] [--K 128 --V 128]
 """
-import argparse
+import importlib
 import inspect
 import os
 import tempfile
@@ -17,12 +17,10 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-sys.path.insert(0, ".")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from chunkproof.kernels import _runtime  # noqa: E402
-from fwd_vs_fla import tiling_value  # noqa: E402
+from chunkproof.bench import args as A, tiling
+from chunkproof.kernels import _runtime
 
-VARIANTS = ["gla", "gated_delta_rule", "kda", "dplr_delta_rule"]
+PROG = "compile_check.py"
 PTR = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -113,39 +111,52 @@ def compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target, mod=None):
         return 1
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def main(argv=None):
+    ap = A.Parser(prog=PROG, description=__doc__.split("\n")[0])
     ap.add_argument("--arch", type=int, default=90)
     ap.add_argument("--dtype", default="bf16", choices=sorted(PTR))
     ap.add_argument("--K", type=int, default=128)
     ap.add_argument("--V", type=int, default=128)
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default="all")
     ap.add_argument("--kernels", default="", help="comma-separated kernel names (default: all)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a TILING entry: JSON (8, null, [16, 32]) or a bare word, "
-                         "e.g. --set scan_warps=8 --set grad_gprec=null --set gate_products=blocks")
-    args = ap.parse_args()
+                    help="a TILING override: JSON (8, null, [16, 32]) or a bare word; repeatable")
+    args = ap.parse_args(argv)
+    try:
+        variants = A.variants(args.variants)
+        overrides = tiling.parse_overrides(args.set)
+        for v in variants:      # an unknown key is refused before anything compiles
+            with tiling.applied(importlib.import_module(f"chunkproof.kernels.{v}"), overrides):
+                pass
+    except ValueError as e:
+        return A.fail(PROG, e)
     tdt = TORCH_DTYPES[args.dtype]
     target = GPUTarget("cuda", args.arch, 32)
     bad = 0
-    for v in args.variants.split(","):
-        mod = __import__(f"chunkproof.kernels.{v}", fromlist=["TILING"])
-        for kv in args.set:
-            key, val = kv.split("=", 1)
-            mod.TILING[key] = tiling_value(val)
-        til = _runtime.effective_tiling(mod.TILING, tdt, args.K, args.V)
-        BT, BK, BVF, BV = _runtime.block_sizes(args.K, args.V, til["BT"], til["BV"])
-        for kname in ("_intra_kernel", "_scan_kernel", "_state_kernel", "_out_kernel", "_dstate_kernel",
-                      "_dstate_pre_kernel", "_dstateh_kernel",
-                      "_dgrad_kernel", "_dgradv_kernel", "_dgradk_kernel", "_dgradc_kernel", "_dgradkb_kernel"):
-            fn = getattr(mod, kname, None)
-            if fn is None or (args.kernels and kname not in args.kernels.split(",")):
-                continue
-            # the gradient kernel is compiled once per launch group (TILING grad_groups)
-            groups = _runtime.grad_launches(til, mod.ARGS) if kname == "_dgrad_kernel" else [None]
-            for go in groups:
-                bad += compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target, mod)
+    for v in variants:
+        mod = importlib.import_module(f"chunkproof.kernels.{v}")
+        with tiling.applied(mod, overrides) as settings:
+            bad += check_variant(v, mod, settings, args, tdt, target)
     return 1 if bad else 0
+
+
+def check_variant(v, mod, settings, args, tdt, target):
+    """Compile each kernel of mod with the launch options its tiling gives (the launch
+    code of the generated module, mirrored: keep the two in step)."""
+    bad = 0
+    til = _runtime.effective_tiling(settings, tdt, args.K, args.V)
+    BT, BK, BVF, BV = _runtime.block_sizes(args.K, args.V, til["BT"], til["BV"])
+    for kname in ("_intra_kernel", "_scan_kernel", "_state_kernel", "_out_kernel", "_dstate_kernel",
+                  "_dstate_pre_kernel", "_dstateh_kernel",
+                  "_dgrad_kernel", "_dgradv_kernel", "_dgradk_kernel", "_dgradc_kernel", "_dgradkb_kernel"):
+        fn = getattr(mod, kname, None)
+        if fn is None or (args.kernels and kname not in args.kernels.split(",")):
+            continue
+        # the gradient kernel is compiled once per launch group (TILING grad_groups)
+        groups = _runtime.grad_launches(til, mod.ARGS) if kname == "_dgrad_kernel" else [None]
+        for go in groups:
+            bad += compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target, mod)
+    return bad
 
 
 if __name__ == "__main__":

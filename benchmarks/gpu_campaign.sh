@@ -4,15 +4,18 @@
 # side; on one GPU the timing runs first, alone, and the rest after it on the same GPU:
 #   GPU 0 (timing, one process at a time): benchmarks/sweep.sh on FWDBWD_SPEC (its lines:
 #         "variant tag [--fla] [@SECONDS] [KEY=VALUE ...]"), each line bounded by what is left;
+#         without FWDBWD_SPEC, one line per variant: "VARIANT defaults --fla @SECONDS";
 #   GPU 1 (no timing): the fuzz campaign, one process per variant (FUZZ_EXAMPLES per
 #         property, FUZZ_DTYPE; 0 skips it), and `pytest -m gpu`, one process per variant
 #         (VARIANTS: which, default all four),
 #         side by side (GPU_TESTS=0 skips the tests); with GPU1_SPEC, a second timing
 #         spec (r/gpu1/sweep.md) beside them.
-# Writes $OUT/results.tar (r/sweep.md, r/sweep.log, r/sweep_json/, r/fuzz/, r/gpu_tests_<variant>.log)
+# Writes $OUT/results.tar (r/spec.txt, r/sweep.md, r/sweep.log, r/sweep_json/, r/fuzz/,
+# r/gpu_tests_<variant>.log)
 # and $OUT/tcache.part* (benchmarks/tcache.sh: copy them into .tcache/ and carry .tcache
-# next time).  Carry .whl.
-#   DEADLINE=500 FUZZ_EXAMPLES=40 FWDBWD_SPEC=benchmarks/sweeps/final.txt bash benchmarks/gpu_campaign.sh
+# next time).  Carry .whl.  Keep the spec with the campaign's results
+# (benchmarks/results/<date>/sweeps/, benchmarks/README.md).
+#   DEADLINE=500 FUZZ_EXAMPLES=40 FWDBWD_SPEC=my_spec.txt bash benchmarks/gpu_campaign.sh
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/out}"; R="$OUT/r"; mkdir -p "$R/fuzz"
@@ -21,12 +24,25 @@ export PYTHONUNBUFFERED=1
 . benchmarks/tcache.sh
 tcache_restore
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH="/tmp/site:$PWD"
+# chunkproof itself, editable: its import names map folders (pyproject.toml), which a bare
+# PYTHONPATH does not do
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . \
+    || echo "warning: pip install -e . failed (chunkproof.codegen, .kernels will not import)" >&2
 left() { echo $((DEADLINE - (SECONDS - T0))); }
+# the spec travels with the results (r/spec.txt); without one, each variant's defaults
+# side by side with FLA, each line bounded by a fair share of the deadline
+if [ -n "${FWDBWD_SPEC:-}" ]; then
+    cp "$FWDBWD_SPEC" "$R/spec.txt"
+else
+    vs=(${VARIANTS:-gla gated_delta_rule kda dplr_delta_rule})
+    for v in "${vs[@]}"; do echo "$v defaults --fla @$(( (DEADLINE - 60) / ${#vs[@]} ))"; done > "$R/spec.txt"
+fi
+FWDBWD_SPEC="$R/spec.txt"
 
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$NGPU" -lt 2 ]; then      # one GPU: time first, with nothing beside it
     echo "one GPU: timing first, then the fuzz campaign and the tests"
-    CUDA_VISIBLE_DEVICES=0 DEADLINE=$(left) bash benchmarks/sweep.sh "${FWDBWD_SPEC:-benchmarks/sweeps/final.txt}" "$R" "$(left)"
+    CUDA_VISIBLE_DEVICES=0 DEADLINE=$(left) bash benchmarks/sweep.sh "$FWDBWD_SPEC" "$R" "$(left)"
     [ -n "${GPU1_SPEC:-}" ] && CUDA_VISIBLE_DEVICES=0 DEADLINE=$(left) bash benchmarks/sweep.sh "$GPU1_SPEC" "$R/gpu1" "$(left)" > /dev/null 2>&1
     GPU1_SPEC=""
 fi
@@ -56,7 +72,7 @@ SIDE=$([ "$NGPU" -lt 2 ] && echo 0 || echo 1)
 gpu1=$!
 
 # GPU 0: timing, one process at a time (on one GPU it ran above)
-[ "$NGPU" -lt 2 ] || CUDA_VISIBLE_DEVICES=0 DEADLINE=$(left) bash benchmarks/sweep.sh "${FWDBWD_SPEC:-benchmarks/sweeps/final.txt}" "$R" "$(left)"
+[ "$NGPU" -lt 2 ] || CUDA_VISIBLE_DEVICES=0 DEADLINE=$(left) bash benchmarks/sweep.sh "$FWDBWD_SPEC" "$R" "$(left)"
 wait "$gpu1"
 echo "done at $((SECONDS - T0)) s"
 tail -n 3 "$R"/fuzz/*.log "$R"/gpu_tests_*.log 2>/dev/null

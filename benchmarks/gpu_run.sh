@@ -1,26 +1,27 @@
 #!/usr/bin/env bash
-# On the lent GPU machine (no network): install the carried wheels, run the forward
-# benchmark against FLA, then the GPU tests.  From the repository root:
+# On the lent GPU machine (no network): install the carried wheels, run ours vs FLA
+# (benchmarks/vs_fla.py, one process per variant), then the GPU tests.  From the
+# repository root:
 #
-#     bash benchmarks/gpu_run.sh [extra fwd_vs_fla.py arguments, e.g. --variants kda,dplr_delta_rule]
-#     JOB=fwdbwd SKIP_TESTS=1 bash benchmarks/gpu_run.sh   (forward + backward, fwdbwd_vs_fla.py,
-#         one process per variant: FWDBWD_VARIANTS, VARIANT_TIMEOUT seconds each, default 130)
+#     bash benchmarks/gpu_run.sh [extra vs_fla.py arguments, e.g. --set KEY=VALUE --tag NAME]
+#     JOB=fwdbwd SKIP_TESTS=1 bash benchmarks/gpu_run.sh   (forward + backward)
 #
-# Sized for one ~9-minute call: about 15 s of setup, the benchmark (BENCH_TIMEOUT, default
-# 400 s; the script itself plans for BENCH_TIMEOUT - 25 s, gives each variant a fair share of
-# it, runs each variant in its own process and kills one that overruns), then
+# JOB=fwd (the default) times the forwards only (vs_fla.py --mode fwd); JOB=fwdbwd also
+# forward + backward.  VARIANTS (or FWDBWD_VARIANTS): which, default all four.  Each
+# variant's process is bounded by `timeout`: VARIANT_TIMEOUT seconds if set (JOB=fwdbwd:
+# default 130), else a fair share of what is left of BENCH_TIMEOUT (default 400 s).  Then
 # `pytest -m gpu` (TEST_TIMEOUT, default 110 s).  SKIP_TESTS=1 skips the tests.
-# (This replaces gpu_delta_run.sh: per-variant processes and budgets are in the benchmark.)
+# Sized for one ~9-minute call (about 15 s of setup).
 #
 # Needs .whl/ (git-ignored, carried with the run; fetch it here first with
 #   for p in fla-core==0.6.0 einops==0.8.2 packaging==26.2; do python3 -m pip download --no-deps \
 #     --only-binary=:all: --python-version 3.12 --implementation cp --platform any -d .whl "$p"; done
-# see benchmarks/fwd_vs_fla.py): fla_core, einops, packaging
+# ): fla_core, einops, packaging
 # wheels at top level; .whl/test/ holds pytest + hypothesis and their pure-python
-# deps, installed only if the machine lacks them.  Writes 5 files under $OUT (default
-# /tmp/out): versions.log, bench.log, fwd_vs_fla.md, fwd_vs_fla.json, gpu_tests.log.
-# The markdown/JSON are rewritten after every phase, so a run cut short keeps what it
-# measured; bench.log has a "[variant] phase ... N s" line per phase.
+# deps, installed only if the machine lacks them.  Writes under $OUT (default /tmp/out):
+# versions.log, $JOB.log, vs_fla_$JOB.md, vs_fla_$JOB.tar (the per-variant JSON: the
+# device tool brings back few files), gpu_tests.log.  The JSON is rewritten after every
+# phase, so a variant cut short keeps what it measured; $JOB.log has a line per phase.
 # A failing benchmark does not stop the tests; the exit status is the benchmark's, or
 # the tests' if the benchmark passed and the tests failed.
 set -u -o pipefail
@@ -60,6 +61,10 @@ if ! python3 -c "import pytest, hypothesis" 2>/dev/null; then
     fi
 fi
 export PYTHONPATH="$PWD:${PYTHONPATH}"
+# chunkproof itself, editable: its import names map folders (pyproject.toml), which a bare
+# PYTHONPATH does not do
+python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . \
+    || echo "warning: pip install -e . failed (chunkproof.codegen, .kernels will not import)" >&2
 
 {
     nvidia-smi || true
@@ -86,24 +91,28 @@ EOF
     echo "setup took $((SECONDS - T0)) s"
 } 2>&1 | tee "$OUT/versions.log"
 
-if [ "${JOB:-fwd}" = fwdbwd ]; then
-    # forward + backward vs FLA, one process per variant, each bounded by VARIANT_TIMEOUT
-    for v in ${FWDBWD_VARIANTS:-gla gated_delta_rule kda dplr_delta_rule}; do
-        echo "== benchmarks/fwdbwd_vs_fla.py --variant $v (limit ${VARIANT_TIMEOUT:-130} s, at $((SECONDS - T0)) s)"
-        timeout -k 10 "${VARIANT_TIMEOUT:-130}" python3 benchmarks/fwdbwd_vs_fla.py --variant "$v" \
-            --json-dir "$OUT/fwdbwd" "$@" 2>&1 | grep -v _warn_once | tee -a "$OUT/fwdbwd.log"
-    done
-    python3 benchmarks/fwdbwd_vs_fla.py --table "$OUT/fwdbwd" --out "$OUT/fwdbwd_vs_fla.md"
-    bench_rc=$?
-else
-    echo "== benchmarks/fwd_vs_fla.py (limit ${BENCH_TIMEOUT} s)"
-    # -k: SIGKILL 15 s after the SIGTERM, should the clean-up hang
-    timeout -k 15 "$BENCH_TIMEOUT" python3 benchmarks/fwd_vs_fla.py \
-        --out "$OUT/fwd_vs_fla.md" --json "$OUT/fwd_vs_fla.json" \
-        --total-budget "$((BENCH_TIMEOUT > 60 ? BENCH_TIMEOUT - 25 : BENCH_TIMEOUT))" "$@" 2>&1 \
-        | tee "$OUT/bench.log"
-    bench_rc=$?
-fi
+JOB="${JOB:-fwd}"
+case "$JOB" in
+    fwd) mode=fwd; per_variant="${VARIANT_TIMEOUT:-}" ;;
+    fwdbwd) mode=fwd+bwd; per_variant="${VARIANT_TIMEOUT:-130}" ;;
+    *) echo "JOB must be fwd or fwdbwd, got $JOB" >&2; exit 2 ;;
+esac
+variants=(${VARIANTS:-${FWDBWD_VARIANTS:-gla gated_delta_rule kda dplr_delta_rule}})
+bench_rc=0
+for i in "${!variants[@]}"; do
+    v="${variants[$i]}"
+    # without VARIANT_TIMEOUT: a fair share of what is left of BENCH_TIMEOUT
+    lim="${per_variant:-$(( (BENCH_TIMEOUT - (SECONDS - T0)) / (${#variants[@]} - i) ))}"
+    [ "$lim" -gt 20 ] || { echo "== $v: not run, BENCH_TIMEOUT spent"; continue; }
+    echo "== benchmarks/vs_fla.py --variant $v --mode $mode (limit $lim s, at $((SECONDS - T0)) s)"
+    # -k: SIGKILL 10 s after the SIGTERM, should the process hang
+    timeout -k 10 "$lim" python3 benchmarks/vs_fla.py --variant "$v" --mode "$mode" \
+        --json-dir "$OUT/$JOB" "$@" 2>&1 | grep -v _warn_once | tee -a "$OUT/$JOB.log"
+    rc=${PIPESTATUS[0]}
+    [ "$rc" = 0 ] || bench_rc=$rc
+done
+python3 benchmarks/vs_fla.py --table "$OUT/$JOB" --out "$OUT/vs_fla_$JOB.md" || bench_rc=$?
+tar -C "$OUT" -cf "$OUT/vs_fla_$JOB.tar" "$JOB" && rm -rf "${OUT:?}/$JOB"
 echo "benchmark exit status: $bench_rc (at $((SECONDS - T0)) s)"
 
 test_rc=0

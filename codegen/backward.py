@@ -1,20 +1,25 @@
-"""The backward's reverse scan, planned from the variant's verified backward claims.
+"""The backward's kernels, planned from the variant's verified backward claims.
 
 δS_[t-1] (claim backward['dS_prev']) reads δS_[t], δO_[t] and per-chunk tiles of the
 inputs; the inner adjoints it names (δU, δC, ...) are defined by their own claims.
 Each whole adjoint adj(X) becomes a tile dX, so the forward stage machinery
-(codegen/emit.py) orders and prints them like program definitions."""
+(codegen/emit.py) orders and prints them like program definitions.  Each function
+returns KernelPlans (codegen/kernel_plan.py): what a kernel computes, reads, writes."""
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Tuple
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
 
 from chunkproof.derivations import ir
+from chunkproof.derivations.latex import to_latex
+from .kernel_plan import CHUNK, VCOLS, VSUM, Final, KernelPlan, Passed
 from .plan import Plan, var_names
 from .printer import CodegenError
 
 ADJ_STATE = "dS"          # δS_[t]^C, carried by the reverse scan
 D_OUT = "dO"              # δO_[t], read from memory (derivations.dsl.DO)
+VRED = "vr"               # the V reductions the V kernel passes to the K side
 
 
 def adj_tile(x: ir.Adj) -> ir.Var:
@@ -27,38 +32,56 @@ def adj_tile(x: ir.Adj) -> ir.Var:
 
 def subst_adjoints(e: ir.Expr, named=None) -> ir.Expr:
     """e with every adj(X) replaced by the tile dX, and every subexpression that a
-    program definition names (``named``: repr of an expression -> its Var) by that tile: the notes
+    program definition names (``named``: expression -> its Var) by that tile: the notes
     write X^{-T} where the program has A = X^{-1}, and the kernel should not invert twice."""
     if isinstance(e, ir.Adj):
         return adj_tile(e)
-    if named and not isinstance(e, ir.Var) and repr(e) in named:
-        return named[repr(e)]
-    if not dataclasses.is_dataclass(e):
+    if named and not isinstance(e, ir.Var) and e in named:
+        return named[e]
+    return e.map_children(lambda x: subst_adjoints(x, named))
+
+
+def _replace(e: ir.Expr, table: Dict[ir.Expr, ir.Expr]) -> ir.Expr:
+    """e with every subexpression that is a key of table replaced by its value."""
+    if e in table:
+        return table[e]
+    if isinstance(e, ir.Var):
         return e
-    changes = {}
-    for f in dataclasses.fields(e):
-        val = getattr(e, f.name)
-        if isinstance(val, ir.Expr):
-            new = subst_adjoints(val, named)
-            if new is not val:
-                changes[f.name] = new
-    return dataclasses.replace(e, **changes) if changes else e
+    return e.map_children(lambda x: _replace(x, table))
 
 
 def _named(plan: Plan):
-    # IR nodes compare by identity; their dataclass repr is the structural key.  The
-    # tile keeps the LaTeX its other uses in the program print with.
+    # the tile keeps the LaTeX its other uses in the program print with
     tex = {n.name: n.tex for _, e in plan.defs for n in ir.walk(e) if isinstance(n, ir.Var)}
-    return {repr(e): ir.Var(n, *e.shape(), tex.get(n, n)) for n, e in plan.defs if not isinstance(e, ir.Var)}
+    return {e: ir.Var(n, *e.shape(), tex.get(n, n)) for n, e in plan.defs if not isinstance(e, ir.Var)}
 
 
-def _adjoint_defs(plan: Plan, bwd):
+@dataclass
+class _Adjoints:
+    defs: Dict[str, ir.Expr]     # dX -> its claim's right-hand side, adjoints as tiles
+    named: Dict[ir.Expr, ir.Var]
+    cites: Dict[str, str]        # every definition -> where it is checked
+
+
+def _cite(c) -> str:
+    return f"claim {c.id}, {c.citation}"
+
+
+def _adjoints(plan: Plan, bwd) -> _Adjoints:
     named = _named(plan)
-    out = {}
+    prog = plan.program
+    fwd = f"program {prog.name}, under claims {plan.claims['O'].id}, {plan.claims['S'].id}"
+    out, cites = {}, {n: fwd for n, _ in plan.defs}
     for c in list(bwd["inner"]) + list(bwd["grads"].values()):
         if isinstance(c.lhs, ir.Adj):
-            out[adj_tile(c.lhs).name] = subst_adjoints(c.rhs, named)
-    return out, named
+            n = adj_tile(c.lhs).name
+            out[n] = subst_adjoints(c.rhs, named)
+            cites[n] = _cite(c)
+    return _Adjoints(out, named, cites)
+
+
+def _grad_finals(bwd, named) -> List[Final]:
+    return [Final(f"g_{a}", subst_adjoints(c.rhs, named), c) for a, c in bwd["grads"].items()]
 
 
 def _collect(plan: Plan, adj_defs, exprs, what, allow_state, given=()):
@@ -70,7 +93,7 @@ def _collect(plan: Plan, adj_defs, exprs, what, allow_state, given=()):
     stored = set(plan.boundary)
     need_fwd, need_adj, order_adj = set(), set(), []
 
-    def walk(e):
+    def visit(e):
         for n in sorted(var_names(e)):    # sorted: the printed order must not depend on hashing
             if n == "S_prev" and not allow_state:
                 raise CodegenError(f"the {what} of {v.name} would read S_[t-1]: "
@@ -80,183 +103,175 @@ def _collect(plan: Plan, adj_defs, exprs, what, allow_state, given=()):
             if n in adj_defs:
                 if n not in need_adj:
                     need_adj.add(n)
-                    walk(adj_defs[n])
+                    visit(adj_defs[n])
                     order_adj.append(n)
             elif n in dmap:
                 if n not in need_fwd:
                     need_fwd.add(n)
                     if n not in stored:
-                        walk(dmap[n])
+                        visit(dmap[n])
             elif n.startswith("d"):
                 raise CodegenError(f"the {what} of {v.name} reads adjoint {n}, which no listed "
                                    f"claim defines (codegen/variants.py backward['inner'])")
             else:
                 raise CodegenError(f"the {what} of {v.name} reads {n}, which is not defined")
     for e in exprs:
-        walk(e)
+        visit(e)
     fwd = [n for n, _ in plan.defs if n in need_fwd and n not in stored]
     reads = [n for n, _ in plan.defs if n in need_fwd and n in stored]
     return fwd, order_adj, reads
 
 
-def _extended(plan, adj_defs, names):
-    return dataclasses.replace(plan, defs=list(plan.defs) + [(n, adj_defs[n]) for n in names])
+def _extended(plan, defs, names, extra=()):
+    return dataclasses.replace(plan, defs=list(plan.defs) + [(n, defs[n]) for n in names] + list(extra))
 
 
-def reverse_scan(plan: Plan, bwd) -> Tuple[Plan, List[str], Tuple[str, ir.Expr, object], List[str]]:
-    """(plan extended by the adjoint definitions, definitions the reverse scan computes in
-    order, its final (name, expr, claim) = delta S_[t-1], boundary tiles it reads).
-    ``bwd``: the variant's checked backward claims (plan.backward_claims)."""
-    adj_defs, named = _adjoint_defs(plan, bwd)
+def _used(kp_defs: Dict[str, ir.Expr], names, finals) -> set:
+    return set().union(set(), *(var_names(kp_defs[n]) for n in names), *(var_names(f.expr) for f in finals))
+
+
+def _depends(dmap, hit, stop=()):
+    """A predicate: an expression's value depends on a node for which hit(node) holds,
+    through the definitions in dmap (not through the names in stop, read from memory)."""
+    memo = {}
+
+    def through(name):
+        if name in stop or name not in dmap:
+            return False
+        if name not in memo:
+            memo[name] = False      # a cycle is not a dependency
+            memo[name] = dep(dmap[name])
+        return memo[name]
+
+    def dep(e):
+        return any(hit(n) or (isinstance(n, ir.Var) and through(n.name)) for n in ir.walk(e))
+    return dep
+
+
+def _has_product(e) -> bool:
+    return any(isinstance(n, ir.MatMul) for n in ir.walk(e))
+
+
+def _named_tile(name, e) -> ir.Var:
+    return ir.Var(name, *e.shape(), "(" + to_latex(e) + ")")
+
+
+def reverse_scan(plan: Plan, bwd) -> KernelPlan:
+    """The reverse scan over chunks as one sequential kernel: δS_[t-1] from δS_[t] and
+    δO_[t].  ``bwd``: the variant's checked backward claims (plan.backward_claims)."""
+    adj = _adjoints(plan, bwd)
     c = bwd["dS_prev"]
-    final = subst_adjoints(c.rhs, named)
-    fwd, adj, reads = _collect(plan, adj_defs, [final], "reverse scan", allow_state=False)
-    return _extended(plan, adj_defs, adj), fwd + adj, ("dS_prev", final, c), reads
+    final = Final("dS_prev", subst_adjoints(c.rhs, adj.named), c)
+    fwd, names, reads = _collect(plan, adj.defs, [final.expr], "reverse scan", allow_state=False)
+    return KernelPlan(_extended(plan, adj.defs, names), fwd + names, [final], reads, cites=adj.cites)
 
 
-def hoist_reverse(plan: Plan, bwd):
+def hoist_reverse(plan: Plan, bwd) -> Tuple[KernelPlan, KernelPlan]:
     """The reverse scan with its state-free C x Dv products taken out of the sequential
-    loop (TILING dstate_hoist): every maximal subexpression of the scan's claims that
-    does not read delta S, has shape C x Dv and contains a product (the intra-chunk part
-    of delta U, (Q K^T . M)^T delta O) is computed first for all chunks in parallel and
-    read by the scan.  Same claims, same grouping; only where each part is computed moves.
-
-    Returns dict(pre=(plan, names, reads, hoisted [(name, expr)]),
-    scan=(plan, names, final, reads))."""
-    adj_defs, named = _adjoint_defs(plan, bwd)
+    loop: every maximal subexpression of the scan's claims that does not read delta S,
+    has shape C x Dv and contains a product (the intra-chunk part of delta U,
+    (Q K^T . M)^T delta O) is computed first for all chunks in parallel (the first
+    kernel) and read by the scan (the second).  Same claims, same grouping; only where
+    each part is computed moves.  The first kernel's writes_passed is empty when nothing
+    is state-free (GLA)."""
+    adj = _adjoints(plan, bwd)
     c = bwd["dS_prev"]
-    final = subst_adjoints(c.rhs, named)
+    final = subst_adjoints(c.rhs, adj.named)
     dmap = dict(plan.defs)
-    dmap.update(adj_defs)
+    dmap.update(adj.defs)
     stored = set(plan.boundary)
-    sdep = _reads(dmap, lambda e: isinstance(e, ir.Var) and e.name == ADJ_STATE, stored)
-
-    def has_mm(e):
-        return isinstance(e, ir.MatMul) or any(has_mm(x) for x in e.children())
-
-    hoisted, sdefs = {}, {}
+    sdep = _depends(dmap, lambda e: isinstance(e, ir.Var) and e.name == ADJ_STATE, stored)
+    hoisted: Dict[ir.Expr, Passed] = {}
+    sdefs = {}
+    cites = dict(adj.cites)
 
     def sub(e):
         if not sdep(e):
             body = dmap.get(e.name) if isinstance(e, ir.Var) else e
-            if e.shape() == ("C", "Dv") and body is not None and has_mm(body):
-                key = e.name if isinstance(e, ir.Var) else repr(e)
-                if key not in hoisted:
-                    hoisted[key] = (e.name if isinstance(e, ir.Var) else f"hr{len(hoisted)}", e)
-                return ir.Var(hoisted[key][0], "C", "Dv", e.tex if isinstance(e, ir.Var) else "(" + _tex(e) + ")")
+            if e.shape() == ("C", "Dv") and body is not None and _has_product(body):
+                if e not in hoisted:
+                    name = e.name if isinstance(e, ir.Var) else f"hr{len(hoisted)}"
+                    hoisted[e] = Passed(name, e, VCOLS)
+                    cites.setdefault(name, _cite(c))
+                p = hoisted[e]
+                return ir.Var(p.name, "C", "Dv", e.tex if isinstance(e, ir.Var) else "(" + to_latex(e) + ")")
             return e
         if isinstance(e, ir.Var):
             if e.name in dmap and e.name not in stored and e.name not in sdefs:
                 sdefs[e.name] = None
                 sdefs[e.name] = sub(dmap[e.name])
             return e
-        return _rebuild(e, sub)
+        return e.map_children(sub)
 
-    sfinal = sub(final)
-    hlist = list(hoisted.values())
-    unnamed = [(n, e) for n, e in hlist if n not in dmap]
-    fwd_p, adj_p, reads_p = _collect(plan, adj_defs, [e for _, e in hlist], "reverse scan's parallel part",
+    sfinal = Final("dS_prev", sub(final), c)
+    passed = list(hoisted.values())
+    unnamed = [(p.name, p.expr) for p in passed if p.name not in dmap]
+    fwd_p, adj_p, reads_p = _collect(plan, adj.defs, [p.expr for p in passed], "reverse scan's parallel part",
                                      allow_state=False)
-    pplan = dataclasses.replace(plan, defs=list(plan.defs) + [(n, adj_defs[n]) for n in adj_p] + unnamed)
+    pre = KernelPlan(_extended(plan, adj.defs, adj_p, unnamed), fwd_p + adj_p + [n for n, _ in unnamed],
+                     reads=reads_p, writes_passed=passed, cites=cites)
     splan = dataclasses.replace(plan, defs=[(n, sdefs.get(n) or e) for n, e in plan.defs])
-    sadj = {n: (sdefs.get(n) or e) for n, e in adj_defs.items()}
-    fwd_s, adj_s, reads_s = _collect(splan, sadj, [sfinal], "reverse scan", allow_state=False,
-                                     given={n for n, _ in hlist})
-    splan = dataclasses.replace(splan, defs=list(splan.defs) + [(n, sadj[n]) for n in adj_s])
-    return dict(pre=(pplan, fwd_p + adj_p + [n for n, _ in unnamed], reads_p, hlist),
-                scan=(splan, fwd_s + adj_s, ("dS_prev", sfinal, c), reads_s))
+    sadj = {n: (sdefs.get(n) or e) for n, e in adj.defs.items()}
+    fwd_s, adj_s, reads_s = _collect(splan, sadj, [sfinal.expr], "reverse scan", allow_state=False,
+                                     given={p.name for p in passed})
+    scan_plan = _extended(splan, sadj, adj_s)
+    used = _used(dict(scan_plan.defs), fwd_s + adj_s, [sfinal])
+    scan = KernelPlan(scan_plan, fwd_s + adj_s, [sfinal], reads_s,
+                      reads_passed=[p for p in passed if p.name in used], cites=cites)
+    return pre, scan
 
 
-def gradients(plan: Plan, bwd):
-    """The per-chunk gradient stage: (extended plan, definitions in order, finals
-    [("g_<arg>", expr, claim)], boundary tiles read).  It reads S_[t-1] (the forward's h)
-    and delta S_[t] (the reverse scan's dh)."""
-    adj_defs, named = _adjoint_defs(plan, bwd)
-    finals = [(f"g_{a}", subst_adjoints(c.rhs, named), c) for a, c in bwd["grads"].items()]
-    fwd, adj, reads = _collect(plan, adj_defs, [e for _, e, _ in finals], "gradient stage", allow_state=True)
-    return _extended(plan, adj_defs, adj), fwd + adj, finals, reads
+@dataclass
+class KSide:
+    """What the gradient stage's K side starts from (split_gradients), for split_k."""
+    plan: Plan                   # the forward definitions, V reductions substituted
+    adj_defs: Dict[str, ir.Expr]
+    reductions: List[Passed]     # the V kernel's V reductions, read from memory
+    finals: List[Final]
+    cites: Dict[str, str]
 
 
-VRED = "vr"      # the V reductions the split gradient stage passes from its V kernel to its K kernel
+@dataclass
+class GradientSplit:
+    v: KernelPlan                # the V kernel: gradients with a Dv dimension, writes the V reductions
+    k: KernelPlan                # the K kernel: the other gradients, reads them
+    k_side: KSide
 
 
-def _reads(dmap, hit, stop=()):
-    """A predicate: an expression's value depends on a node for which hit(node) holds,
-    through the definitions in dmap (not through the names in stop, read from memory)."""
-    memo = {}
-
-    def dep(e):
-        if hit(e):
-            return True
-        if isinstance(e, ir.Var):
-            if e.name in stop or e.name not in dmap:
-                return False
-            if e.name not in memo:
-                memo[e.name] = False      # a cycle is not a dependency
-                memo[e.name] = dep(dmap[e.name])
-            return memo[e.name]
-        return any(dep(c) for c in e.children())
-    return dep
-
-
-def _replace(e: ir.Expr, table) -> ir.Expr:
-    """e with every subexpression whose repr is a key of table replaced by its value."""
-    if repr(e) in table:
-        return table[repr(e)]
-    if isinstance(e, ir.Var) or not dataclasses.is_dataclass(e):
-        return e
-    return _rebuild(e, lambda x: _replace(x, table))
-
-
-def _rebuild(e: ir.Expr, f) -> ir.Expr:
-    changes = {}
-    for fld in dataclasses.fields(e):
-        val = getattr(e, fld.name)
-        if isinstance(val, ir.Expr):
-            new = f(val)
-            if new is not val:
-                changes[fld.name] = new
-    return dataclasses.replace(e, **changes) if changes else e
-
-
-def split_gradients(plan: Plan, bwd, hoisted=()):
-    """The gradient stage as two kernels (TILING grad_split).  The V kernel, V-blocked,
-    computes the gradients that have a Dv dimension and every *V reduction* the others
-    read: a subexpression without a Dv dimension whose operands have one (delta O
-    S_[t-1], delta O Vnew^T, <S_[t-1], delta S>, ...; a diag() of such a product is
-    reduced whole), each written per V block.  The K kernel reads them summed over the
-    blocks and computes the other gradients without reading any tile with a Dv dimension.
+def split_gradients(plan: Plan, bwd, hoisted=()) -> GradientSplit:
+    """The gradient stage as two kernels.  The V kernel, V-blocked, computes the
+    gradients that have a Dv dimension and every *V reduction* the others read: a
+    subexpression without a Dv dimension whose operands have one (delta O S_[t-1],
+    delta O Vnew^T, <S_[t-1], delta S>, ...; a diag() of such a product is reduced
+    whole), each written per V block.  The K kernel reads them summed over the blocks
+    and computes the other gradients without reading any tile with a Dv dimension.
     Nothing is re-derived: each V reduction is a subexpression of a checked claim, and
     the K kernel prints the claims with those subexpressions read instead of recomputed.
 
-    ``hoisted``: the reverse scan's parallel tiles (hoist_reverse), [(name, expr)]; the V
-    kernel reads them where its claims hold the same subexpression (the intra-chunk part
-    of delta U) instead of forming it again.
-
-    Returns dict(v=(plan, names, finals, reads), k=(plan, names, finals, reads),
-    reds=[(name, expr)] in the order the V kernel writes them, hoisted=[names the V
-    kernel reads])."""
-    adj_defs, named = _adjoint_defs(plan, bwd)
-    adj_plain = dict(adj_defs)
-    hmap = {repr(e): ir.Var(n, *e.shape(), "(" + _tex(e) + ")") for n, e in hoisted if not isinstance(e, ir.Var)}
-    if hmap:
-        adj_defs = {n: _replace(e, hmap) for n, e in adj_defs.items()}
-    finals = [(f"g_{a}", subst_adjoints(c.rhs, named), c) for a, c in bwd["grads"].items()]
+    ``hoisted``: the reverse scan's parallel tiles (hoist_reverse's writes_passed); the
+    V kernel reads them where its claims hold the same subexpression (the intra-chunk
+    part of delta U) instead of forming it again."""
+    adj = _adjoints(plan, bwd)
+    adj_plain = dict(adj.defs)
+    hmap = {p.expr: _named_tile(p.name, p.expr) for p in hoisted if not isinstance(p.expr, ir.Var)}
+    adj_defs = {n: _replace(e, hmap) for n, e in adj.defs.items()} if hmap else adj.defs
+    finals = _grad_finals(bwd, adj.named)
     dmap = dict(plan.defs)
     dmap.update(adj_defs)
+    cites = dict(adj.cites)
     has_v = lambda e: "Dv" in e.shape()     # noqa: E731
-    vdep = _reads(dmap, has_v)               # e's value reads a tile with a Dv dimension
-
-    reds, kdefs = {}, {}
+    vdep = _depends(dmap, has_v)             # e's value reads a tile with a Dv dimension
+    reds: Dict[ir.Expr, Passed] = {}
+    kdefs = {}
     rowsums = plan.variant.vred_rowsums
     direct = lambda e: not has_v(e) and any(has_v(c) for c in e.children())     # noqa: E731
+    source = [""]     # the claim whose expression is being cut, for the reductions' citations
 
     def red(e):
-        key = repr(e)
-        if key not in reds:
-            reds[key] = (f"{VRED}{len(reds)}", e)
-        rows, cols = e.shape()
-        return ir.Var(reds[key][0], rows, cols, "(" + _tex(e) + ")")
+        if e not in reds:
+            reds[e] = Passed(f"{VRED}{len(reds)}", e, VSUM)
+            cites[reds[e].name] = source[-1]
+        return _named_tile(reds[e].name, e)
 
     def k_rowsum(e):
         # (X ⊙ Y) 1 over Dk, X a V reduction and Y free of any: linear in X, so each V
@@ -268,7 +283,7 @@ def split_gradients(plan: Plan, bwd, hoisted=()):
             return e
         if has_v(e):
             raise CodegenError(f"the gradient K kernel of {plan.variant.name} would need "
-                               f"${_tex(e)}$, which has a Dv dimension")
+                               f"${to_latex(e)}$, which has a Dv dimension")
         if rowsums and k_rowsum(e):
             # Variant.vred_rowsums: the V kernel writes such a row sum as a C x 1 V
             # reduction, so that the kernel reading it need not read the C x Dk one
@@ -279,7 +294,9 @@ def split_gradients(plan: Plan, bwd, hoisted=()):
         if isinstance(e, ir.Var):
             if e.name not in kdefs:
                 kdefs[e.name] = None
+                source.append(cites.get(e.name, source[-1]))
                 kdefs[e.name] = sub(dmap[e.name])
+                source.pop()
             return e
         if isinstance(e, ir.DiagV):
             parts = _diag_terms(e.a, dmap)
@@ -290,64 +307,72 @@ def split_gradients(plan: Plan, bwd, hoisted=()):
             return red(e)
         if isinstance(e, (ir.DiagV, ir.Inner)) and any(any(has_v(g) for g in c.children()) for c in kids):
             return red(e)      # diag(X^T Y) whole: a column, not the Dk x Dk product
-        return _rebuild(e, sub)
+        return e.map_children(sub)
 
-    v_finals = [f for f in finals if has_v(f[1])]
-    k_finals = [(n, sub(e), c) for n, e, c in finals if not has_v(e)]
+    v_finals = [f for f in finals if has_v(f.expr)]
+    k_finals = []
+    for f in finals:
+        if not has_v(f.expr):
+            source.append(_cite(f.claim))
+            k_finals.append(dataclasses.replace(f, expr=sub(f.expr)))
+            source.pop()
     red_list = list(reds.values())
     # the V kernel: its gradients and the V reductions, V-blocked
-    hnames = {v.name for v in hmap.values()} | {n for n, e in hoisted if isinstance(e, ir.Var)}
-    fwd, adj, reads = _collect(plan, adj_defs, [e for _, e, _ in v_finals] + [e for _, e in red_list],
-                               "gradient V kernel", allow_state=True, given=hnames)
-    used = set().union(set(), *(var_names(adj_defs[n]) for n in adj),
-                       *(var_names(e) for _, e, _ in v_finals), *(var_names(e) for _, e in red_list))
-    vplan = dataclasses.replace(plan, defs=list(plan.defs) + [(n, adj_defs[n]) for n in adj] + red_list)
-    for n in fwd + adj:
+    hnames = {v.name for v in hmap.values()} | {p.name for p in hoisted if isinstance(p.expr, ir.Var)}
+    fwd, names, reads = _collect(plan, adj_defs, [f.expr for f in v_finals] + [p.expr for p in red_list],
+                                 "gradient V kernel", allow_state=True, given=hnames)
+    used = set().union(set(), *(var_names(adj_defs[n]) for n in names),
+                       *(var_names(f.expr) for f in v_finals), *(var_names(p.expr) for p in red_list))
+    for n in fwd + names:
         # a V block's partial sum of a reduction over V must not reach a tile with a Dv
         # dimension inside the same block: that tile would need the whole sum
         if has_v(dmap[n]) and any(vdep(ir.Var(m, *dmap[m].shape())) and not has_v(dmap[m])
                                   for m in var_names(dmap[n]) if m in dmap and m not in plan.boundary):
             raise CodegenError(f"the gradient V kernel of {plan.variant.name}: {n} reads a sum over "
                                f"V that a V block holds only in part")
+    vk = KernelPlan(_extended(plan, adj_defs, names, [(p.name, p.expr) for p in red_list]),
+                    fwd + names + [p.name for p in red_list], v_finals, reads,
+                    reads_passed=sorted((p for p in hoisted if p.name in hnames & used), key=lambda p: p.name),
+                    writes_passed=red_list,
+                    cites=cites)
     # the K kernel: everything else, the V reductions read from memory
     kadj = {n: (kdefs[n] if n in kdefs else e) for n, e in adj_plain.items()}
-    kfwd_defs = [(n, kdefs.get(n) or e) for n, e in plan.defs]
-    kbase = dataclasses.replace(plan, defs=kfwd_defs)
-    given = {n for n, _ in red_list}
-    fwd_k, adj_k, reads_k = _collect(kbase, kadj, [e for _, e, _ in k_finals], "gradient K kernel",
-                                     allow_state=False, given=given)
+    kbase = dataclasses.replace(plan, defs=[(n, kdefs.get(n) or e) for n, e in plan.defs])
+    fwd_k, adj_k, reads_k = _collect(kbase, kadj, [f.expr for f in k_finals], "gradient K kernel",
+                                     allow_state=False, given={p.name for p in red_list})
+    kfwd = dict(kbase.defs)
     for n in fwd_k + adj_k:
-        e = kadj.get(n) if n in kadj else dict(kfwd_defs)[n]
+        e = kadj[n] if n in kadj else kfwd[n]
         if has_v(e) or {"S_prev", ADJ_STATE, D_OUT} & var_names(e):
             raise CodegenError(f"the gradient K kernel of {plan.variant.name} would compute {n}, "
                                f"which reads a tile with a Dv dimension")
-    kplan = dataclasses.replace(kbase, defs=kfwd_defs + [(n, kadj[n]) for n in adj_k])
-    return dict(v=(vplan, fwd + adj + [n for n, _ in red_list], v_finals, reads),
-                k=(kplan, fwd_k + adj_k, k_finals, reads_k), reds=red_list,
-                kparts=(kbase, kadj, given, k_finals), hoisted=sorted(hnames & used))
+    kplan = _extended(kbase, kadj, adj_k)
+    kused = _used(dict(kplan.defs), fwd_k + adj_k, k_finals)
+    kk = KernelPlan(kplan, fwd_k + adj_k, k_finals, reads_k,
+                    reads_passed=[p for p in red_list if p.name in kused], cites=cites)
+    return GradientSplit(vk, kk, KSide(kbase, kadj, red_list, k_finals, cites))
 
 
-def split_k(plan: Plan, bwd):
-    """The split gradient stage's K kernel once more in two (TILING grad_ksplit): a C
-    kernel, one program per chunk, computes every tile without a Dk dimension that the
+def split_k(plan: Plan, side: KSide) -> Tuple[KernelPlan, KernelPlan]:
+    """The split gradient stage's K side once more in two (TILING grad_BK): a C kernel,
+    one program per chunk, computes every tile without a Dk dimension that the
     gradients with one read and that depends on a Dk-wide tile (the inverse, delta A,
     delta X, ...: named definitions, kept whole; an unnamed product over Dk gets a name
     kr<i>) and the gradients without a Dk dimension; a KB kernel, blocked over Dk like
     the V kernel over Dv, reads those and computes the gradients with a Dk dimension,
-    each K block exactly (no product in it sums over Dk).
-
-    Returns dict(v=..., reds=... as split_gradients, c=(plan, names, finals, reads),
-    kb=(plan, names, finals, reads), mats=[(name, expr)] the C kernel writes)."""
-    r = split_gradients(plan, bwd)
-    kbase, kadj, given_v, k_finals = r["kparts"]
+    each K block exactly (no product in it sums over Dk).  The C kernel's
+    writes_passed is empty when nothing needs whole K rows (GLA)."""
+    kbase, kadj, cites = side.plan, side.adj_defs, dict(side.cites)
+    given_v = {p.name for p in side.reductions}
     dmap = dict(kbase.defs)
     dmap.update(kadj)
     stored = set(kbase.boundary)
     has_k = lambda e: "Dk" in e.shape()     # noqa: E731
     # e's value reads a tile with a Dk dimension (other than by a V reduction)
-    kdep = _reads(dmap, has_k, set(given_v) | stored)
-
-    mats, kbdefs = {}, {}
+    kdep = _depends(dmap, has_k, given_v | stored)
+    mats: Dict[object, Passed] = {}     # a definition by its name, an unnamed product by itself
+    kbdefs = {}
+    source = [""]
 
     def sub(e):
         if not kdep(e):
@@ -356,47 +381,54 @@ def split_k(plan: Plan, bwd):
             if has_k(e):
                 if e.name in dmap and e.name not in stored and e.name not in kbdefs:
                     kbdefs[e.name] = None
+                    source.append(cites.get(e.name, source[-1]))
                     kbdefs[e.name] = sub(dmap[e.name])
-            else:
-                mats.setdefault(e.name, e)
+                    source.pop()
+            elif e.name not in mats:
+                mats[e.name] = Passed(e.name, e, CHUNK)
             return e
         if not has_k(e) and any(has_k(c) for c in e.children()):
-            key = repr(e)
-            if key not in mats:
-                n = sum(1 for m in mats.values() if isinstance(m, tuple))
-                mats[key] = (ir.Var(f"kr{n}", *e.shape(), "(" + _tex(e) + ")"), e)
-            return mats[key][0]
-        return _rebuild(e, sub)
+            if e not in mats:
+                n = sum(1 for p in mats.values() if not isinstance(p.expr, ir.Var))
+                mats[e] = Passed(f"kr{n}", e, CHUNK)
+                cites[f"kr{n}"] = source[-1]
+            return _named_tile(mats[e].name, e)
+        return e.map_children(sub)
 
-    kb_finals = [(n, sub(e), c) for n, e, c in k_finals if has_k(e)]
-    c_finals = [f for f in k_finals if not has_k(f[1])]
-    mat_list = []          # (name, expr computed by the C kernel)
-    for key, m in mats.items():
-        if isinstance(m, tuple):
-            mat_list.append((m[0].name, m[1]))
-        else:
-            mat_list.append((m.name, m))
+    kb_finals = []
+    for f in side.finals:
+        if has_k(f.expr):
+            source.append(_cite(f.claim))
+            kb_finals.append(dataclasses.replace(f, expr=sub(f.expr)))
+            source.pop()
+    c_finals = [f for f in side.finals if not has_k(f.expr)]
+    written = list(mats.values())
     # the C kernel: full Dk, one program per chunk
-    unnamed = [(n, e) for n, e in mat_list if n not in dmap]
-    fwd_c, adj_c, reads_c = _collect(kbase, kadj, [e for _, e in mat_list] + [e for _, e, _ in c_finals],
+    unnamed = [(p.name, p.expr) for p in written if p.name not in dmap]
+    fwd_c, adj_c, reads_c = _collect(kbase, kadj, [p.expr for p in written] + [f.expr for f in c_finals],
                                      "gradient C kernel", allow_state=False, given=given_v)
-    cplan = dataclasses.replace(kbase, defs=list(kbase.defs) + [(n, kadj[n]) for n in adj_c] + unnamed)
+    cplan = _extended(kbase, kadj, adj_c, unnamed)
+    cnames = fwd_c + adj_c + [n for n, _ in unnamed]
+    cused = _used(dict(cplan.defs), cnames, c_finals)
+    ck = KernelPlan(cplan, cnames, c_finals, reads_c, writes_passed=written,
+                    reads_passed=[p for p in side.reductions if p.name in cused], cites=cites)
     # the KB kernel: blocked over Dk, the C kernel's tiles read from memory
     kb_defs = [(n, kbdefs.get(n) or e) for n, e in kbase.defs]
     kb_adj = {n: (kbdefs.get(n) or e) for n, e in kadj.items()}
-    given = set(given_v) | {n for n, _ in mat_list}
     kbb = dataclasses.replace(kbase, defs=kb_defs)
-    fwd_b, adj_b, reads_b = _collect(kbb, kb_adj, [e for _, e, _ in kb_finals], "gradient KB kernel",
-                                     allow_state=False, given=given)
+    fwd_b, adj_b, reads_b = _collect(kbb, kb_adj, [f.expr for f in kb_finals], "gradient KB kernel",
+                                     allow_state=False, given=given_v | {p.name for p in written})
+    kbd = dict(kb_defs)
     for n in fwd_b + adj_b:
-        e = kb_adj[n] if n in kb_adj else dict(kb_defs)[n]
+        e = kb_adj[n] if n in kb_adj else kbd[n]
         if not has_k(e) and kdep(ir.Var(n, *e.shape())):
             raise CodegenError(f"the gradient KB kernel of {plan.variant.name} would compute {n}, "
                                f"a sum over Dk that a K block holds only in part")
-    kbplan = dataclasses.replace(kbb, defs=kb_defs + [(n, kb_adj[n]) for n in adj_b])
-    return dict(v=r["v"], reds=r["reds"], mats=mat_list,
-                c=(cplan, fwd_c + adj_c + [n for n, _ in unnamed], c_finals, reads_c),
-                kb=(kbplan, fwd_b + adj_b, kb_finals, reads_b))
+    kbplan = _extended(kbb, kb_adj, adj_b)
+    bused = _used(dict(kbplan.defs), fwd_b + adj_b, kb_finals)
+    kb = KernelPlan(kbplan, fwd_b + adj_b, kb_finals, reads_b,
+                    reads_passed=[p for p in side.reductions + written if p.name in bused], cites=cites)
+    return ck, kb
 
 
 def _diag_terms(a, dmap):
@@ -409,8 +441,3 @@ def _diag_terms(a, dmap):
     if isinstance(a, ir.Neg):
         return ir.Neg(_diag_terms(a.a, dmap))
     return ir.DiagV(a)
-
-
-def _tex(e):
-    from chunkproof.derivations.latex import to_latex
-    return to_latex(e)

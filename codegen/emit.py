@@ -1,16 +1,17 @@
-"""Turn a plan into the data a Jinja skeleton needs: loads, math lines, stores.
+"""Turn kernel plans into the data a Jinja skeleton needs: loads, math lines, stores.
 
 Templates own the skeleton; every math line comes from here, printed from the IR."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from chunkproof.derivations.latex import to_latex
-from .plan import Plan, var_names
-from .printer import TritonPrinter, Val
-from . import plan as planmod
+from . import backward
+from .kernel_plan import Final, KernelPlan, Passed
+from .plan import Plan, unit_lower, var_names
+from .printer import CodegenError, TritonPrinter, Val
 
 
 @dataclass
@@ -29,18 +30,26 @@ class Line:
     code: str
 
 
+@dataclass(frozen=True)
+class Stored:
+    """A tile passed between backward kernels, as the kernels address it (fp32)."""
+    name: str
+    layout: str                   # kernel_plan.VSUM / CHUNK / VCOLS
+    size: str                     # elements per chunk
+    offsets: str                  # of the tile's elements within a chunk's block
+    value: Optional[str] = None   # the dense tile written (tiles the kernel writes)
+
+
 @dataclass
 class Stage:
+    """One kernel as printed: its input loads, its math lines, and its memory traffic."""
     loads: List[Load] = field(default_factory=list)
     lines: List[Line] = field(default_factory=list)
-    reads: List[str] = field(default_factory=list)     # boundary tiles read (scan)
-    mats: List[tuple] = field(default_factory=list)    # the C kernel's tiles written, as reds
-    finals: List[str] = field(default_factory=list)    # the final values printed (g_<arg>, ...)
-    hoisted: List[tuple] = field(default_factory=list)  # the reverse scan's parallel tiles read
-    writes: List[str] = field(default_factory=list)    # boundary tiles written (intra)
-    # the split gradient stage's V reductions: (name, tile size, offsets in the tile, the
-    # dense value written) -- see red_layout
-    reds: List[tuple] = field(default_factory=list)
+    reads: List[str] = field(default_factory=list)            # the intra kernel's boundary tiles read
+    writes: List[str] = field(default_factory=list)           # boundary tiles written (the intra kernel)
+    reads_passed: List[Stored] = field(default_factory=list)  # tiles an earlier backward kernel wrote
+    writes_passed: List[Stored] = field(default_factory=list)  # tiles written for a later one
+    finals: List[str] = field(default_factory=list)           # the final values printed (g_<arg>, ...)
 
 
 def layout(shape) -> str:
@@ -48,7 +57,7 @@ def layout(shape) -> str:
     'c' [B,T,H,BT] (a C x C tile, row r of chunk t at token t*BT + r; fp32)."""
     rows, cols = shape
     if rows != "C":
-        raise planmod.CodegenError(f"an input tile of shape {rows}x{cols} is not a chunk tile")
+        raise CodegenError(f"an input tile of shape {rows}x{cols} is not a chunk tile")
     return {"Dk": "k", "Dv": "v", "1": "head", "C": "c"}[cols]
 
 
@@ -59,16 +68,53 @@ def stored_fp32(plan: Plan, name: str) -> bool:
     return name in plan.logs or layout(dict(plan.defs)[name].shape()) == "c"
 
 
-def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: str,
-           state_in_memory=False, extra_loads=(), extra_env=None, dense_of=()) -> Stage:
+_RED_DIMS = {"C": ("o_t", "BT"), "Dk": ("o_k", "BKF"), "Dv": ("o_v", "BVF"), "1": ("o_one", "1")}
+
+
+def red_layout(shape):
+    """(elements per chunk, offsets of the tile's elements) of a passed tile in memory:
+    the whole padded block, row-major, fp32.  BKF is the padded Dk; a kernel blocked over
+    Dk reads its block (o_k) of each row."""
+    (ri, rn), (ci, cn) = (_RED_DIMS[d] for d in shape)
+    return f"{rn} * {cn}", f"{ri}[:, None] * {cn} + {ci}[None, :]"
+
+
+def _stored(p: Passed, value=None) -> Stored:
+    return Stored(p.name, p.layout, *red_layout(p.expr.shape()), value)
+
+
+_TILE = re.compile(r"\bb_\w+")
+
+
+def _live(lines: List[Line], roots) -> List[Line]:
+    """The lines whose tiles are read by a later live line or by the skeleton (roots)."""
+    need = set(roots)
+    keep = []
+    for ln in reversed(lines):
+        if ln.target in need:
+            keep.append(ln)
+            need |= set(_TILE.findall(ln.code))
+    keep.reverse()
+    # a definition's comment travels with its first kept line
+    for ln, nxt in zip(lines, lines[1:]):
+        if ln.comment and ln not in keep and nxt in keep and not nxt.comment:
+            nxt.comment = ln.comment
+    return keep
+
+
+def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_loads=(), extra_env=None) -> Stage:
+    """Print ``kp``.  ``roots``: the tiles the skeleton reads besides the finals and the
+    passed tiles written (a line no root reaches is not printed)."""
+    plan = kp.plan
     v = plan.variant
     dmap = dict(plan.defs)
+    names, finals = kp.computes, kp.finals
     used = set()
     for n in names:
         used |= var_names(dmap[n])
-    for _, e, _ in finals:
-        used |= var_names(e)
-    st = Stage(reads=list(reads))
+    for f in finals:
+        used |= var_names(f.expr)
+    st = Stage(reads=list(kp.reads), writes=list(kp.writes))
     env: Dict[str, Val] = {}
     args = v.tile_of()
     rec = plan.deriv.recurrences[plan.deriv.program_recurrence[plan.program.name]]
@@ -87,44 +133,56 @@ def _stage(plan: Plan, names: List[str], finals: list, reads: List[str], where: 
         if ld.tile in used:
             st.loads.append(ld)
     env.update(extra_env or {})
-    for r in reads:
+    env.update({p.name: Val(f"b_{p.name}", p.expr.shape()) for p in kp.reads_passed})
+    for r in kp.reads:
         # raw (exact in the input dtype) unless it is kept in fp32
         env[r] = Val(None, dmap[r].shape(), log=f"b_{r}_log", last=f"b_{r}_log_last") if r in plan.logs else \
             Val(f"b_{r}", dmap[r].shape(), raw=not stored_fp32(plan, r))
-    pr = TritonPrinter(env, lambda e: planmod.unit_lower(e, dmap, plan.diagonal), where, defs=dmap)
+    pr = TritonPrinter(env, lambda e: unit_lower(e, dmap, plan.diagonal), where, defs=dmap)
     # Variant.gprec_tiles: the lines whose gated products take GPREC (none named: all)
     gprec = lambda n: "GPREC" if not v.gprec_tiles or n in v.gprec_tiles else "PREC2"     # noqa: E731
+    lines: List[Line] = []
     for n in names:
         e = dmap[n]
         pr.gprec = gprec(n)
         val = pr.p(e)
-        cmt = f"{n} = {to_latex(e)}"
+        cmt = f"{n} = {to_latex(e)}   [{kp.cites[n]}]" if n in kp.cites else f"{n} = {to_latex(e)}"
         if val.log is not None and val.code is None:
-            st.lines.append(Line(cmt, f"b_{n}_log", val.log))
-            st.lines.append(Line("", f"b_{n}", f"tl.exp(b_{n}_log)"))
+            lines.append(Line(cmt, f"b_{n}_log", val.log))
+            lines.append(Line("", f"b_{n}", f"tl.exp(b_{n}_log)"))
             env[n] = Val(f"b_{n}", val.shape, diag=val.diag, log=f"b_{n}_log")
         elif val.fac is not None:
             code = val.code
             if not re.fullmatch(r"b_\w+", code):
-                st.lines.append(Line(cmt + "  (a tile times a gate factor: the tile)", f"b_{n}_c", code))
+                lines.append(Line(cmt + "  (a tile times a gate factor: the tile)", f"b_{n}_c", code))
                 code, cmt = f"b_{n}_c", ""
-            st.lines.append(Line(cmt + ("  (its gate factor, in log space)" if cmt else ""), f"b_{n}_f", val.fac))
+            lines.append(Line(cmt + ("  (its gate factor, in log space)" if cmt else ""), f"b_{n}_f", val.fac))
             env[n] = Val(code, val.shape, fac=f"b_{n}_f", facshape=val.facshape,
                          raw=val.raw and code == val.code)
         elif val.diag:
-            st.lines.append(Line(cmt + "  (kept as its diagonal)", f"b_{n}", pr.dense_vec(val)))
+            lines.append(Line(cmt + "  (kept as its diagonal)", f"b_{n}", pr.dense_vec(val)))
             env[n] = Val(f"b_{n}", val.shape, diag=True)
         else:
-            st.lines.append(Line(cmt, f"b_{n}", val.code))
+            lines.append(Line(cmt, f"b_{n}", val.code))
             # a sum or masked product keeps its parts: a gate factor applied to it later
             # is distributed over them (printer.factor) rather than multiplying b_{n}
             env[n] = Val(f"b_{n}", val.shape, raw=val.raw, terms=val.terms, mix=val.mix)
-    for n, e, c in finals:
-        pr.gprec = gprec(n)
-        st.lines.append(Line(f"{n} = {to_latex(e)}   [claim {c.id}, {c.citation}]", f"b_{n}", pr.code(e)))
-    _reuse_repeated_lines(st.lines)
-    st.reds = [(n,) + red_layout(dmap[n].shape()) + (pr.dense(env[n]),) for n in dense_of]
-    st.finals = [n for n, _, _ in finals]
+    for f in finals:
+        pr.gprec = gprec(f.name)
+        lines.append(Line(f"{f.name} = {to_latex(f.expr)}   [claim {f.claim.id}, {f.claim.citation}]",
+                          f"b_{f.name}", pr.code(f.expr)))
+    _reuse_repeated_lines(lines)
+    st.writes_passed = [_stored(p, pr.dense(env[p.name])) for p in kp.writes_passed]
+    st.reads_passed = [_stored(p) for p in kp.reads_passed]
+    st.finals = [f.name for f in finals]
+    written = {f"b_{n}" for n in st.finals} | set(roots)
+    for s in st.writes_passed:
+        written |= set(_TILE.findall(s.value))
+    for w in st.writes:
+        written |= {f"b_{w}", f"b_{w}_log"}
+    st.lines = _live(lines, written)
+    live = set().union(written, *(_TILE.findall(ln.code) for ln in st.lines))
+    st.loads = [ld for ld in st.loads if {f"b_{ld.tile}", f"b_{ld.tile}_log", f"b_{ld.tile}_log_last"} & live]
     return st
 
 
@@ -143,127 +201,75 @@ def _reuse_repeated_lines(lines: List[Line]) -> None:
             first.setdefault(ln.code, ln.target)
 
 
-_RED_DIMS = {"C": ("o_t", "BT"), "Dk": ("o_k", "BKF"), "Dv": ("o_v", "BVF"), "1": ("o_one", "1")}
+def _final(plan: Plan, which: str) -> Final:
+    name = plan.program.output if which == "O" else plan.program.state
+    return Final(name, dict(plan.defs)[name], plan.claims[which])
 
 
-def red_layout(shape):
-    """(elements per chunk, offsets of the tile's elements) of a V reduction in memory:
-    the whole padded block, row-major, fp32 ([NV, B * NT * H, size]).  BKF is the padded
-    Dk; a kernel blocked over Dk reads its block (o_k) of each row."""
-    (ri, rn), (ci, cn) = (_RED_DIMS[d] for d in shape)
-    return f"{rn} * {cn}", f"{ri}[:, None] * {cn} + {ci}[None, :]"
+def _forward_cites(plan: Plan) -> Dict[str, str]:
+    c = plan.claims
+    return {n: f"program {plan.program.name}, under claims {c['O'].id}, {c['S'].id}" for n, _ in plan.defs}
 
 
-def stages(plan: Plan):
-    """(intra, fused scan, split state scan, split output): intra is None when no
-    definition needs it."""
-    dmap = dict(plan.defs)
+def forward_stages(plan: Plan):
+    """(intra, state scan, output kernel); intra is None when no definition needs it."""
+    cites = _forward_cites(plan)
+    name = plan.variant.name
     intra = None
     if plan.intra:
-        intra = _stage(plan, plan.intra, [], [], f"{plan.variant.name} intra kernel")
-        intra.writes = list(plan.boundary)
-    prog = plan.program
-    o_final = (prog.output, dmap[prog.output], plan.claims["O"])
-    s_final = (prog.state, dmap[prog.state], plan.claims["S"])
-    name = plan.variant.name
-    # the fused scan reads the boundary tiles its two finals reach (not the inverses the
-    # intra kernel writes for the backward alone)
-    both = set(plan.split["state"][1]) | set(plan.split["out"][1])
-    scan = _stage(plan, plan.scan, [o_final, s_final], [n for n in plan.boundary if n in both],
-                  f"{name} scan kernel")
-    s_defs, s_reads = plan.split["state"]
-    o_defs, o_reads = plan.split["out"]
-    state = _stage(plan, s_defs, [s_final], s_reads, f"{name} state kernel")
-    out = _stage(plan, o_defs, [o_final], o_reads, f"{name} output kernel", state_in_memory=True)
-    return intra, scan, state, out
+        intra = _stage(KernelPlan(plan, plan.intra, writes=list(plan.boundary), cites=cites), f"{name} intra kernel")
+    s, o = plan.state_stage, plan.out_stage
+    state = _stage(KernelPlan(plan, s.computes, [_final(plan, "S")], s.reads, cites=cites), f"{name} state kernel")
+    out = _stage(KernelPlan(plan, o.computes, [_final(plan, "O")], o.reads, cites=cites), f"{name} output kernel",
+                 state_in_memory=True)
+    return intra, state, out
 
 
 def _backward_inputs():
     """δO_[t] is read from memory; δS_[t] is b_ds (carried by the reverse scan, loaded
-    from dh by the gradient kernel)."""
-    from . import backward
+    from dh by the gradient kernels)."""
     return ([Load(backward.D_OUT, "do", "v", False)],
             {backward.ADJ_STATE: Val("b_ds", ("Dv", "Dk")), backward.D_OUT: Val("b_dO", ("C", "Dv"), raw=True)})
 
 
-def reverse_stage(plan: Plan, bwd) -> Stage:
-    """The backward's reverse scan over chunks: δS_[t-1] from δS_[t] and δO_[t]."""
-    from . import backward
-    ext, names, final, reads = backward.reverse_scan(plan, bwd)
-    loads, env = _backward_inputs()
-    return _stage(ext, names, [final], reads, f"{plan.variant.name} reverse scan kernel",
-                  extra_loads=loads, extra_env=env)
+@dataclass
+class BackwardStages:
+    """The backward's kernels as printed.  The reverse scan is one sequential kernel
+    (reverse) when nothing in it is state-free (GLA), else a parallel kernel
+    (reverse_pre) and the scan reading its tiles (reverse_scan).  The gradients: the V
+    kernel, then the K kernel (grad_k) when no tile needs whole K rows (GLA), else the C
+    kernel and the KB kernel blocked over K (grad_c, grad_kb)."""
+    reverse: Optional[Stage]
+    reverse_pre: Optional[Stage]
+    reverse_scan: Optional[Stage]
+    grad_v: Stage
+    grad_k: Optional[Stage]
+    grad_c: Optional[Stage]
+    grad_kb: Optional[Stage]
+
+    def gradient_kernels(self) -> List[Stage]:
+        return [s for s in (self.grad_v, self.grad_k, self.grad_c, self.grad_kb) if s]
 
 
-def gradient_stage(plan: Plan, bwd) -> Stage:
-    """The backward's per-chunk gradients, given S_[t-1] (b_s) and δS_[t] (b_ds)."""
-    from . import backward
-    ext, names, finals, reads = backward.gradients(plan, bwd)
-    loads, env = _backward_inputs()
-    return _stage(ext, names, finals, reads, f"{plan.variant.name} gradient kernel", state_in_memory=True,
-                  extra_loads=loads, extra_env=env)
-
-
-def split_gradient_stages(plan: Plan, bwd):
-    """The gradient stage as a V kernel and a K kernel (backward.split_gradients):
-    (V stage, K stage); each carries the V reductions it writes or reads in .reds."""
-    from . import backward
-    hoisted = backward.hoist_reverse(plan, bwd)["pre"][3]
-    r = backward.split_gradients(plan, bwd, hoisted)
+def backward_stages(plan: Plan, bwd) -> BackwardStages:
     loads, env = _backward_inputs()
     name = plan.variant.name
-    vplan, vnames, vfinals, vreads = r["v"]
-    henv = {n: Val(f"b_{n}", ("C", "Dv")) for n in r["hoisted"]}
-    vst = _stage(vplan, vnames, vfinals, vreads, f"{name} gradient V kernel", state_in_memory=True,
-                 extra_loads=loads, extra_env=dict(env, **henv), dense_of=[n for n, _ in r["reds"]])
-    vst.hoisted = [(n,) + red_layout(("C", "Dv")) for n in r["hoisted"]]
-    kplan, knames, kfinals, kreads = r["k"]
-    kenv = dict(env, **{n: Val(f"b_{n}", e.shape()) for n, e in r["reds"]})
-    kst = _stage(kplan, knames, kfinals, kreads, f"{name} gradient K kernel", extra_loads=loads, extra_env=kenv)
-    kst.reds = _reds_read(kplan, knames, kfinals, r["reds"])
-    return vst, kst
 
-
-def split_k_stages(plan: Plan, bwd):
-    """The C and KB kernels of backward.split_k: (C stage, KB stage), each with the
-    tiles it reads in .reds (the V reductions, and for KB the C kernel's tiles) and the
-    C stage with the tiles it writes in .mats."""
-    from . import backward
-    r = backward.split_k(plan, bwd)
-    loads, env = _backward_inputs()
-    name = plan.variant.name
-    renv = {n: Val(f"b_{n}", e.shape()) for n, e in r["reds"]}
-    cplan, cnames, cfinals, creads = r["c"]
-    cst = _stage(cplan, cnames, cfinals, creads, f"{name} gradient C kernel", extra_loads=loads,
-                 extra_env=dict(env, **renv), dense_of=[n for n, _ in r["mats"]])
-    cst.mats, cst.reds = cst.reds, _reds_read(cplan, cnames, cfinals, r["reds"])
-    bplan, bnames, bfinals, breads = r["kb"]
-    menv = {n: Val(f"b_{n}", e.shape()) for n, e in r["mats"]}
-    bst = _stage(bplan, bnames, bfinals, breads, f"{name} gradient KB kernel", extra_loads=loads,
-                 extra_env=dict(env, **renv, **menv))
-    bst.reds = _reds_read(bplan, bnames, bfinals, list(r["reds"]) + list(r["mats"]))
-    return cst, bst
-
-
-def _reds_read(plan, names, finals, tiles):
-    defs = dict(plan.defs)
-    used = set().union(*(var_names(defs[n]) for n in names), *(var_names(e) for _, e, _ in finals))
-    return [(n,) + red_layout(e.shape()) + (None,) for n, e in tiles if n in used]
-
-
-def hoisted_reverse_stages(plan: Plan, bwd):
-    """(parallel part, scan) of backward.hoist_reverse: the parallel part writes the
-    hoisted tiles (.reds), the scan reads them (.reds)."""
-    from . import backward
-    r = backward.hoist_reverse(plan, bwd)
-    loads, env = _backward_inputs()
-    name = plan.variant.name
-    pplan, pnames, preads, hlist = r["pre"]
-    pre = _stage(pplan, pnames, [], preads, f"{name} reverse scan's parallel kernel",
-                 extra_loads=loads, extra_env=env, dense_of=[n for n, _ in hlist])
-    splan, snames, sfinal, sreads = r["scan"]
-    henv = {n: Val(f"b_{n}", ("C", "Dv")) for n, _ in hlist}
-    scan = _stage(splan, snames, [sfinal], sreads, f"{name} reverse scan kernel",
-                  extra_loads=loads, extra_env=dict(env, **henv))
-    scan.reds = _reds_read(splan, snames, [sfinal], hlist)
-    return pre, scan
+    def printed(kp, where, **kw):
+        return _stage(kp, f"{name} {where}", extra_loads=loads, extra_env=env, **kw)
+    pre, scan = backward.hoist_reverse(plan, bwd)
+    reverse = reverse_pre = reverse_scan = None
+    if pre.writes_passed:
+        reverse_pre = printed(pre, "reverse scan's parallel kernel")
+        reverse_scan = printed(scan, "reverse scan kernel", roots=["b_dS_prev"])
+    else:
+        reverse = printed(backward.reverse_scan(plan, bwd), "reverse scan kernel", roots=["b_dS_prev"])
+    split = backward.split_gradients(plan, bwd, pre.writes_passed)
+    grad_v = printed(split.v, "gradient V kernel", state_in_memory=True)
+    ck, kb = backward.split_k(plan, split.k_side)
+    grad_k = grad_c = grad_kb = None
+    if ck.writes_passed:
+        grad_c, grad_kb = printed(ck, "gradient C kernel"), printed(kb, "gradient KB kernel")
+    else:
+        grad_k = printed(split.k, "gradient K kernel")
+    return BackwardStages(reverse, reverse_pre, reverse_scan, grad_v, grad_k, grad_c, grad_kb)

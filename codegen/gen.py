@@ -1,20 +1,23 @@
 """`chunkproof gen`: print generated_kernels/ from the verified derivations."""
 from __future__ import annotations
 
+import ast
 import os
 import tempfile
 from typing import Dict, List, Optional
 
 import jinja2
 
-from . import emit
+from . import emit, wrap
 from .plan import backward_claims, load_variant
 from .printer import CodegenError
+from .tiling import Tiling
 from .variants import VARIANTS, Variant
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.join(os.path.dirname(HERE), "generated_kernels")
 MAX_HEAD_DIM = 256
+MAX_LINE = 120
 
 
 def _env() -> jinja2.Environment:
@@ -23,35 +26,38 @@ def _env() -> jinja2.Environment:
                               lstrip_blocks=True, keep_trailing_newline=True)
 
 
+def tiling_of(v: Variant) -> Tiling:
+    """The variant's tiling, validated: a missing, unknown or ill-valued key names it."""
+    try:
+        return Tiling.of(**v.tiling)
+    except ValueError as e:
+        raise CodegenError(f"variant {v.name} (codegen/variants.py): {e}") from None
+
+
 def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     """The source of generated_kernels/<v.name>.py.  ``check=False`` skips re-checking
     the backward claims (tests that print from deliberately broken derivations)."""
+    tiling = tiling_of(v)
     plan = plan or load_variant(v, check=check)
-    intra, scan, state, out = emit.stages(plan)
-    rev = grad = gradv = gradk = gradc = gradkb = revpre = revh = None
+    intra, state, out = emit.forward_stages(plan)
+    bw = None
     if v.backward:   # the backward claims are checked once, for every stage
-        bwd = backward_claims(v, plan.deriv, check=check)
-        rev, grad = emit.reverse_stage(plan, bwd), emit.gradient_stage(plan, bwd)
-        gradv, gradk = emit.split_gradient_stages(plan, bwd)
-        gradc, gradkb = emit.split_k_stages(plan, bwd)
-        revpre, revh = emit.hoisted_reverse_stages(plan, bwd)
-        if not revh.reds:       # nothing state-free to take out of the loop (GLA)
-            revpre = revh = None
-        if not gradc.mats:      # nothing to split off (GLA): the K kernel has no K-wide tile
-            gradc = gradkb = None
-        printed = {ln.target for st in (grad, gradk, gradkb) if st for ln in st.lines}
+        bw = emit.backward_stages(plan, backward_claims(v, plan.deriv, check=check))
+        printed = {ln.target for st in bw.gradient_kernels() for ln in st.lines}
         unknown = [n for n in v.gprec_tiles if f"b_{n}" not in printed]
         if unknown:
             raise CodegenError(f"variant {v.name}: gprec_tiles names {unknown}, which no gradient kernel "
                                f"computes (its lines: {sorted(t[2:] for t in printed)})")
+        if (tiling.grad_BK is None) != (bw.grad_kb is None):
+            raise CodegenError(f"variant {v.name}: TILING grad_BK is {tiling.grad_BK!r}, but its gradient "
+                               f"stage {'has a' if bw.grad_kb else 'has no'} K-blocked kernel "
+                               f"(set grad_BK {'to a K block size' if bw.grad_kb else 'to None'})")
     store_kind = {"k": "k", "v": "v", "gate_k": "k", "gate_h": "head", "head": "head"}
     dmap = dict(plan.defs)
     ctx = dict(
-        v=v, plan=plan, intra=intra, scan=scan, state_stage=state, out_stage=out, rev=rev, revpre=revpre, revh=revh, grad=grad, gradv=gradv, gradk=gradk, gradc=gradc, gradkb=gradkb,
+        v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, state_stage=state, out_stage=out, bw=bw,
         kind_of={a.name: store_kind[a.kind] for a in v.args},
-        gradc_outs=[n[2:] for n in gradc.finals] if gradc else [],
-        gradkb_outs=[n[2:] for n in gradkb.finals] if gradkb else [],
-        grad_outs=[(a.name, store_kind[a.kind]) for a in v.args] if grad else [],
+        grad_outs=[(a.name, store_kind[a.kind]) for a in v.args] if bw else [],
         layout={n: emit.layout(dmap[n].shape()) for n in plan.boundary}, logs=sorted(plan.logs),
         fp32_tiles=[n for n in plan.boundary if emit.stored_fp32(plan, n)],
         out=plan.program.output, state=plan.program.state,
@@ -59,13 +65,27 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         args_spec=repr(tuple((a.name, a.kind) for a in v.args)),
         shapes_doc=", ".join(f"{a.name} {_SHAPE_DOC[a.kind]}" for a in v.args),
     )
-    src = (env or _env()).get_template("variant.py.j2").render(**ctx)
+    src = wrap.wrap_source((env or _env()).get_template("variant.py.j2").render(**ctx), MAX_LINE)
     try:   # a template slip fails here, not when the kernels are imported
         compile(src, f"generated_kernels/{v.name}.py", "exec")
     except SyntaxError as e:
         raise CodegenError(f"the templates print invalid Python for generated_kernels/{v.name}.py, "
                            f"line {e.lineno}: {e.msg}: {(e.text or '').strip()}") from None
+    long = [i + 1 for i, ln in enumerate(src.splitlines()) if wrap.size(ln) > MAX_LINE]
+    if long:
+        raise CodegenError(f"generated_kernels/{v.name}.py: lines {long[:5]} are over {MAX_LINE} bytes")
     return src
+
+
+def _tiling_literal(t: Tiling) -> str:
+    return "Tiling(" + ", ".join(f"{k}={getattr(t, k)!r}" for k in Tiling.keys()) + ")"
+
+
+def _tiling_source() -> str:
+    """codegen/tiling.py without its module docstring, for _runtime.py."""
+    src = open(os.path.join(HERE, "tiling.py"), encoding="utf-8").read()
+    doc = ast.parse(src).body[0]
+    return "\n".join(src.splitlines()[doc.end_lineno:]).strip() + "\n"
 
 
 _SHAPE_DOC = {"k": "[B, T, H, K]", "v": "[B, T, H, V]", "gate_k": "[B, T, H, K] (log decay)",
@@ -83,7 +103,8 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None) -> Dict[
             more = f" and {nb} backward claims" if nb else ""
             progress(f"checking claims {v.out_claim}, {v.state_claim}{more} and printing {v.name}.py")
         files[f"{v.name}.py"] = render_variant(v, env=env)
-    files["_runtime.py"] = env.get_template("runtime.py.j2").render(max_head_dim=MAX_HEAD_DIM)
+    files["_runtime.py"] = env.get_template("runtime.py.j2").render(max_head_dim=MAX_HEAD_DIM,
+                                                                    tiling_source=_tiling_source())
     files["__init__.py"] = env.get_template("init.py.j2").render(variants=variants)
     return files
 

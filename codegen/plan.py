@@ -10,11 +10,9 @@ Stages (DESIGN.md "Code generation"):
   the gates (CumProd), and what they read.  They do not depend on the state, so they
   run for all chunks in parallel; the ones the scan reads are written to memory
   ("boundary" tiles; gate products as their log, in fp32).
-- scan: sequential over chunks, one program per (batch*head, V block): everything
-  else on the path to O_[t] and S_[t]^C, with the state carried in registers
-  (the fused schedule).
-- split schedule: the scan computes only what S_[t]^C needs and writes S_[t-1]^C per
-  chunk; the output role computes what O_[t] needs, for all chunks in parallel.
+- state: sequential over chunks, one program per (batch*head, V block): what
+  S_[t]^C needs, with the state carried in registers; it writes S_[t-1]^C per chunk.
+- out: what O_[t] needs, for all chunks in parallel, reading S_[t-1]^C.
 """
 from __future__ import annotations
 
@@ -23,6 +21,8 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from chunkproof.derivations import ir
 from chunkproof.derivations.dsl import Claim, Derivation, Program
+from chunkproof.derivations.loader import bundled
+from chunkproof.verify.check import check as verify_claim
 from .printer import CodegenError
 from .variants import Variant
 
@@ -32,15 +32,14 @@ class Refused(CodegenError):
 
 
 def var_names(e: ir.Expr) -> Set[str]:
-    out = set()
+    return {n.name for n in ir.walk(e) if isinstance(n, ir.Var)}
 
-    def walk(x):
-        if isinstance(x, ir.Var):
-            out.add(x.name)
-        for c in x.children():
-            walk(c)
-    walk(e)
-    return out
+
+@dataclass(frozen=True)
+class StageNames:
+    """The definitions a forward kernel computes and the boundary tiles it reads."""
+    computes: List[str]
+    reads: List[str]
 
 
 @dataclass
@@ -54,10 +53,9 @@ class Plan:
     intra: List[str] = field(default_factory=list)
     boundary: List[str] = field(default_factory=list)
     logs: Set[str] = field(default_factory=set)     # boundary tiles written as their log (gate products)
-    scan: List[str] = field(default_factory=list)
     diagonal: Set[str] = field(default_factory=set)
-    # the split schedule: 'state' and 'out' -> (definitions computed, boundary tiles read)
-    split: Dict[str, Tuple[List[str], List[str]]] = field(default_factory=dict)
+    state_stage: Optional[StageNames] = None   # the state scan
+    out_stage: Optional[StageNames] = None     # the output kernel
 
 
 def _claim(deriv: Derivation, cid: str) -> Claim:
@@ -69,8 +67,7 @@ def _claim(deriv: Derivation, cid: str) -> Claim:
 
 def gate(deriv: Derivation, claims, checker=None):
     """Refuse unless every claim holds.  ``checker`` defaults to verify.check.check."""
-    if checker is None:
-        from chunkproof.verify.check import check as checker
+    checker = checker or verify_claim
     for c in claims:
         r = checker(deriv, c, floats=False, diagnose=False)
         if r.verdict != "holds":
@@ -180,10 +177,11 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
         return seen
     scan_needed = reach(final.values())
     order = [n for n, _ in defs]
-    for key, name in (("state", prog.state), ("out", prog.output)):
+
+    def stage(name):
         got = reach([final[name]])
-        plan.split[key] = ([n for n in order if n in got and n not in stored],
-                           [n for n in order if n in got and n in stored])
+        return StageNames([n for n in order if n in got and n not in stored], [n for n in order if n in got and n in stored])
+    plan.state_stage, plan.out_stage = stage(prog.state), stage(prog.output)
     # a chunk's triangular inverse (the WY inverse, DPLR's E) is written too when the
     # variant has a backward: the backward's kernels read it instead of inverting again
     inverses = {n for n, e in defs if isinstance(e, ir.Inv) and n in heavy and e.shape() == ("C", "C")} \
@@ -199,8 +197,7 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
                                f"written between kernels")
     intra = set(plan.boundary).union(*(_closure(n, dmap) for n in plan.boundary))
     plan.intra = [n for n, _ in defs if n in intra]
-    plan.scan = [n for n, _ in defs if n in scan_needed and n not in stored]
-    for n in list(plan.intra) + plan.scan:
+    for n in list(plan.intra) + [n for n, _ in defs if n in scan_needed and n not in stored]:
         for sub in _dense_inverses(dmap[n], plan.diagonal):
             if not unit_lower(sub.a, dmap, plan.diagonal):
                 raise CodegenError(f"program {prog.name}: {n} inverts a matrix that is not provably "
@@ -208,33 +205,24 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
     return plan
 
 
-def _inverses(e):
-    if isinstance(e, ir.Inv):
-        yield e
-    for c in e.children():
-        yield from _inverses(c)
-
-
 def _dense_inverses(e, diag):
     """The inverses in ``e`` of matrices that are not diagonal."""
-    return [i for i in _inverses(e) if not _is_diag(i.a, diag)]
+    return [i for i in ir.walk(e) if isinstance(i, ir.Inv) and not _is_diag(i.a, diag)]
 
 
 def _closure(name, dmap) -> Set[str]:
+    """Every name the definition of ``name`` reads, through the definitions in dmap."""
     seen: Set[str] = set()
-
-    def walk(n):
-        for m in var_names(dmap[n]):
-            if m not in seen:
-                seen.add(m)
-                if m in dmap:
-                    walk(m)
-    walk(name)
+    todo = [name]
+    while todo:
+        for m in var_names(dmap[todo.pop()]) - seen:
+            seen.add(m)
+            if m in dmap:
+                todo.append(m)
     return seen
 
 
 def load_variant(v: Variant, check=True) -> Plan:
-    from chunkproof.derivations.loader import bundled
     (deriv,) = bundled([v.derivation])
     return build(v, deriv, check=check)
 
@@ -250,7 +238,6 @@ def backward_claims(v: Variant, deriv: Optional[Derivation] = None, check=True, 
     argument, gates in log space: delta alpha . alpha), reads the kernel's own program,
     and holds.  Returns {'dS', 'dS_prev', 'grads': {arg: claim}, 'inner': [claims]}."""
     if deriv is None:
-        from chunkproof.derivations.loader import bundled
         (deriv,) = bundled([v.derivation])
     spec = v.backward
     if not spec:

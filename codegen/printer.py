@@ -24,6 +24,7 @@ from typing import Callable, Dict, Optional
 
 from chunkproof.derivations import ir
 from chunkproof.derivations.latex import to_latex
+from chunkproof.derivations.visitor import Visitor
 
 
 class CodegenError(Exception):
@@ -101,9 +102,10 @@ def _t(code: str) -> str:
     return f"tl.trans({code})"
 
 
-class TritonPrinter:
-    """``env`` maps tile names to printed values; ``inv_ok(expr)`` says whether an
-    Inv argument is proven unit lower triangular (the plan proves it)."""
+class TritonPrinter(Visitor):
+    """One ``visit_<Node>`` method per IR node.  ``env`` maps tile names to printed
+    values; ``inv_ok(expr)`` says whether an Inv argument is proven unit lower
+    triangular (the plan proves it)."""
 
     def __init__(self, env: Dict[str, Val], inv_ok: Callable[[ir.Expr], bool], where: str,
                  defs: Optional[Dict[str, ir.Expr]] = None):
@@ -112,17 +114,16 @@ class TritonPrinter:
         self.where = where
         self.defs = defs or {}    # the stage's definitions, for diag() to look through
         # the product type constexpr of gated intra-chunk products (_masked_mix,
-        # _masked_gated_dot): GPREC, or PREC2 in a line the variant keeps out of grad_gprec
+        # _masked_gated_dot): GPREC, or PREC2 in a line the variant keeps out of grad_gated
         self.gprec = "GPREC"
 
     def fail(self, e: ir.Expr, why: str):
         raise CodegenError(f"{self.where}: cannot print ${to_latex(e)}$: {why}")
 
     def p(self, e: ir.Expr) -> Val:
-        meth = getattr(self, "_" + type(e).__name__, None)
-        if meth is None:
+        if not self.handles(e):
             self.fail(e, f"IR node {type(e).__name__} has no Triton form")
-        return meth(e)
+        return self.visit(e)
 
     def code(self, e: ir.Expr) -> str:
         """The value of ``e`` as a dense tile expression."""
@@ -165,25 +166,25 @@ class TritonPrinter:
             return Val(self._dot(Val(f"tl.where({m}, {xc} * tl.exp({g} + tl.trans({f})), 0.)", ()),
                                  Val(y, ())), shape)
         strict = {"M": "0", "M-1": "1", "MT": "2", "MT-1": "3"}[kind]
-        return Val(f"_masked_mix({xc}, {y}, {f}, {g}, {strict}, m_mid, GS, BT, DT2, CT2, {self.gprec})", shape)
+        return Val(f"_masked_mix({xc}, {y}, {f}, {g}, {strict}, m_mid, BT, DT2, CT2, {self.gprec})", shape)
 
     # ------------------------------------------------------------ leaves
-    def _Var(self, e: ir.Var):
+    def visit_Var(self, e: ir.Var):
         if e.name not in self.env:
             self.fail(e, f"tile {e.name} has no value at this point of the kernel")
         return self.env[e.name]
 
-    def _Const(self, e: ir.Const):
+    def visit_Const(self, e: ir.Const):
         return Val(f"{float(e.value)!r}", ("1", "1"))
 
-    def _Eye(self, e: ir.Eye):
+    def visit_Eye(self, e: ir.Eye):
         return Val("1.0", (e.n, e.n), diag=True) if e.n == "C" else self.fail(e, "identity of size " + e.n)
 
-    def _Ones(self, e: ir.Ones):
+    def visit_Ones(self, e: ir.Ones):
         return Val(f"tl.full(({_dim(e.rows, self.where)}, {_dim(e.cols, self.where)}), 1.0, tl.float32)",
                    e.shape())
 
-    def _Zeros(self, e: ir.Zeros):
+    def visit_Zeros(self, e: ir.Zeros):
         return Val(f"tl.zeros(({_dim(e.rows, self.where)}, {_dim(e.cols, self.where)}), tl.float32)",
                    e.shape())
 
@@ -199,13 +200,13 @@ class TritonPrinter:
             return Val(code, e.shape(), terms=parts)
         return Val(code, e.shape())
 
-    def _Add(self, e):
+    def visit_Add(self, e):
         return self._lin(e, "+")
 
-    def _Sub(self, e):
+    def visit_Sub(self, e):
         return self._lin(e, "-")
 
-    def _Neg(self, e):
+    def visit_Neg(self, e):
         a = self.p(e.a)
         if a.diag:
             return Val(f"(-{self.dense_vec(a)})", e.shape(), diag=True)
@@ -216,7 +217,7 @@ class TritonPrinter:
             return Val(f"(-{code})", e.shape(), fac=a.fac, facshape=a.facshape)
         return Val(f"(-{code if a.raw else self.dense(a)})", e.shape())
 
-    def _Had(self, e):
+    def visit_Had(self, e):
         a, b = self.p(e.a), self.p(e.b)
         if a.diag or b.diag:
             self.fail(e, "Hadamard product with a diagonal matrix")
@@ -226,7 +227,7 @@ class TritonPrinter:
             return self.factor(b, a.log, e.a.shape(), e.shape())
         return Val(f"({self.dense(a)} * {self.dense(b)})", e.shape())
 
-    def _HDiv(self, e):
+    def visit_HDiv(self, e):
         a, b = self.p(e.a), self.p(e.b)
         if a.diag or b.diag:
             self.fail(e, "Hadamard division with a diagonal matrix")
@@ -234,7 +235,7 @@ class TritonPrinter:
             return self.factor(a, f"(-{b.log})", e.b.shape(), e.shape())
         return Val(f"({self.dense(a)} / {self.dense(b)})", e.shape())
 
-    def _Scale(self, e):
+    def visit_Scale(self, e):
         s = self.p(e.a)
         if s.log is not None:
             x = e.b
@@ -258,15 +259,15 @@ class TritonPrinter:
         xs = self.dense_vec(x) if x.diag else self.dense(x)
         return Val(f"({self.dense(s)} * {xs})", e.shape(), diag=x.diag)
 
-    def _Exp(self, e):
+    def visit_Exp(self, e):
         return Val(None, e.shape(), log=self.code(e.a))
 
-    def _Log(self, e):
+    def visit_Log(self, e):
         a = self.p(e.a)
         return Val(a.log if a.log is not None else f"tl.log({self.dense(a)})", e.shape())
 
     # ------------------------------------------------------------ structure
-    def _Transpose(self, e):
+    def visit_Transpose(self, e):
         a = self.p(e.a)
         if a.diag:
             return a
@@ -278,11 +279,11 @@ class TritonPrinter:
             return Val(_t(a.code), e.shape(), raw=a.raw, masked=(_FLIP[a.masked[0]], _t(a.masked[1])))
         return Val(_t(a.code), e.shape(), raw=a.raw)
 
-    def _DiagM(self, e):
+    def visit_DiagM(self, e):
         a = self.p(e.a)
         return Val(a.code, e.shape(), diag=True, log=a.log)
 
-    def _Mask(self, e: ir.Mask):
+    def visit_Mask(self, e: ir.Mask):
         if e.kind not in MASKS:
             self.fail(e, f"mask kind {e.kind}")
         if e.kind in ("M", "M-1") and isinstance(e.a, ir.MatMul):
@@ -300,26 +301,26 @@ class TritonPrinter:
                 # product by blocks with every exponent <= 0 (_masked_gated_dot)
                 strict = "True" if e.kind == "M-1" else "False"
                 return Val(f"_masked_gated_dot({x.code}, {x.fac}, {y.code}, {y.fac}, {MASKS[e.kind]}, m_mid, "
-                           f"{strict}, GS, BT, DT2, CT2, {self.gprec})", e.shape())
+                           f"{strict}, BT, DT2, CT2, {self.gprec})", e.shape())
         if e.kind == "MT" and isinstance(e.a, ir.MatMul):
             x, y = self.p(e.a.a), self.p(e.a.b)
             if _vector_gated(x, y, e.a.a.shape()[1]):
                 # on and above the diagonal: the transpose of the lower form, whose row
                 # factor (y's, transposed) is the non-increasing one
                 return Val(f"tl.trans(_masked_gated_dot({_t(y.code)}, {_t(y.fac)}, {_t(x.code)}, {_t(x.fac)}, "
-                           f"m_incl, m_mid, False, GS, BT, DT2, CT2, {self.gprec}))", e.shape())
+                           f"m_incl, m_mid, False, BT, DT2, CT2, {self.gprec}))", e.shape())
         a = self.p(e.a)
         dense = self.dense(a)
         return Val(f"tl.where({MASKS[e.kind]}, {dense}, 0.)", e.shape(), raw=a.raw and a.fac is None,
                    masked=(e.kind, dense))
 
-    def _CumProd(self, e):
+    def visit_CumProd(self, e):
         a = self.p(e.a)
         if a.log is None:
             self.fail(e, "a cumulative product is printed in log space and needs a gate (positive) operand")
         return Val(None, e.shape(), log=self._cumsum(a.log, e.shape()))
 
-    def _CumSum(self, e):
+    def visit_CumSum(self, e):
         return Val(self._cumsum(self.code(e.a), e.shape()), e.shape())
 
     @staticmethod
@@ -330,7 +331,7 @@ class TritonPrinter:
             return f"tl.sum(tl.where(m_incl, tl.trans({x}), 0.), axis=1, keep_dims=True)"
         return f"tl.cumsum({x}, axis=0)"
 
-    def _RevCumSum(self, e):
+    def visit_RevCumSum(self, e):
         # suffix sums down the chunk (padded rows hold 0); a column is summed under the
         # upper mask (Triton 3.6 cannot scan a BT x 1 tile)
         x = self.code(e.a)
@@ -338,11 +339,11 @@ class TritonPrinter:
             return Val(f"tl.sum(tl.where(m_upper, tl.trans({x}), 0.), axis=1, keep_dims=True)", e.shape())
         return Val(f"tl.cumsum({x}, axis=0, reverse=True)", e.shape())
 
-    def _PlaceLast(self, e):
+    def visit_PlaceLast(self, e):
         # [0, ..., 0, v]^T: v^T on the chunk's last real row
         return Val(f"tl.where(m_last, tl.trans({self.code(e.a)}), 0.)", e.shape())
 
-    def _DiagV(self, e):
+    def visit_DiagV(self, e):
         return Val(self._diag(e.a), e.shape())
 
     def _diag(self, a) -> str:
@@ -360,11 +361,11 @@ class TritonPrinter:
             return f"tl.sum({x} * {_t(y)}, axis=1, keep_dims=True)"
         return f"tl.sum(tl.where(m_eye, {self.code(a)}, 0.), axis=1, keep_dims=True)"
 
-    def _Inner(self, e):
+    def visit_Inner(self, e):
         return Val(f"tl.sum(tl.sum({self.code(e.a)} * {self.code(e.b)}, axis=1, keep_dims=True), axis=0, "
                    f"keep_dims=True)", e.shape())
 
-    def _LastRow(self, e):
+    def visit_LastRow(self, e):
         # m_last is the last real row of the chunk (see macros.j2 rows())
         a = self.p(e.a)
         if a.last is not None and a.log is not None and a.code is None:
@@ -376,7 +377,7 @@ class TritonPrinter:
             return Val(None, e.shape(), log=pick.format(a.log))
         return Val(pick.format(self.dense(a)), e.shape())
 
-    def _Inv(self, e):
+    def visit_Inv(self, e):
         a = self.p(e.a)
         if a.diag:
             if a.log is not None:
@@ -388,7 +389,7 @@ class TritonPrinter:
         return Val(f"_inv_unit_lower({self.dense(a)}, m_strict, m_eye, BT, IPREC)", e.shape())
 
     # ------------------------------------------------------------ products
-    def _MatMul(self, e):
+    def visit_MatMul(self, e):
         shape = e.shape()
         b = self.p(e.b)
         if b.diag and b.log is not None and not isinstance(e.a, ir.DiagM):

@@ -11,6 +11,127 @@ import triton
 import triton.language as tl
 
 MAX_HEAD_DIM = 256
+
+
+# ---- the tiling schema: codegen/tiling.py, printed verbatim ----
+import dataclasses
+from dataclasses import dataclass, field, fields
+
+# product types of the products that involve a computed tile, for bf16 inputs: "input"
+# (rounded to bf16), "tf32" (two computed tiles in tf32, a computed tile times an input
+# tile in bf16), "tf32_mixed" (both kinds in tf32).  fp32 inputs always multiply in fp32
+# ("ieee"), fp16 inputs in tf32.
+DOTS = ("input", "tf32", "tf32_mixed")
+# the gradient kernels' gated intra-chunk products of fp32 operands (bf16 inputs)
+GATED = ("tf32", "tf32x3")
+WARPS = (1, 2, 4, 8, 16)
+
+
+def _key(doc, allowed):
+    return field(metadata={"doc": doc, "allowed": allowed})
+
+
+def _block(x):
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 16 and x & (x - 1) == 0
+
+
+def _positive(x):
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+
+_RULES = {
+    "block": (_block, "a power of two >= 16"),
+    "block_or_none": (lambda x: x is None or _block(x), "None or a power of two >= 16"),
+    "positive": (_positive, "an int >= 1"),
+    "bool": (lambda x: isinstance(x, bool), "True or False"),
+}
+
+
+def _allows(allowed, value):
+    if isinstance(allowed, tuple):
+        return any(value == a and type(value) is type(a) for a in allowed)
+    return _RULES[allowed][0](value)
+
+
+def _describe(allowed):
+    if isinstance(allowed, tuple):
+        return "one of " + ", ".join(map(repr, allowed))
+    return _RULES[allowed][1]
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """Every key is stated for every variant; nothing falls back to another key."""
+    BT: int = _key("chunk size: tokens per chunk (bf16 and fp16 inputs)", "block")
+    BV: int = _key("V block of the state scan, output kernel and reverse scan", "block")
+    prep_warps: int = _key("warps of the intra kernel", WARPS)
+    prep_stages: int = _key("pipelining stages of the intra kernel", "positive")
+    scan_warps: int = _key("warps of the sequential kernels (state scan, reverse scan)", WARPS)
+    scan_stages: int = _key("pipelining stages of the sequential kernels", "positive")
+    out_warps: int = _key("warps of the output kernel and of the reverse scan's parallel part", WARPS)
+    out_stages: int = _key("pipelining stages of the output kernel and the reverse scan's parallel part",
+                           "positive")
+    grad_BV: int = _key("V block of the gradient V kernel", "block")
+    grad_BK: int | None = _key("K block of the gradient KB kernel; None where the K side is not split",
+                               "block_or_none")
+    grad_warps: int = _key("warps of the gradient kernels", WARPS)
+    grad_stages: int = _key("pipelining stages of the gradient kernels", "positive")
+    forward_dots: str = _key("products with a computed tile in the intra, state and output kernels", DOTS)
+    reverse_dots: str = _key("products with a computed tile in the reverse scan (and its parallel part)", DOTS)
+    gradv_dots: str = _key("products with a computed tile in the gradient V kernel", DOTS)
+    grad_dots: str = _key("products with a computed tile in the gradient K, C and KB kernels", DOTS)
+    grad_gated: str = _key("the gradient kernels' gated products of fp32 operands (Variant.gprec_tiles' lines)", GATED)
+    keep_forward: bool = _key("autograd keeps the forward's intra tiles and chunk states for the backward", "bool")
+    fp32_BT: int = _key("chunk size for fp32 inputs", "block")
+    fp32_BV: int = _key("V block (BV) for fp32 inputs", "block")
+    fp32_wide_BV: int = _key("V block (BV) for fp32 inputs with K or V over 128", "block")
+    fp32_stages: int = _key("scan_stages and out_stages for fp32 inputs", "positive")
+
+    def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not _allows(f.metadata["allowed"], value):
+                raise ValueError(f"TILING {f.name} must be {_describe(f.metadata['allowed'])}, got {value!r} "
+                                 f"({f.metadata['doc']})")
+
+    @classmethod
+    def keys(cls):
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def doc(cls, key):
+        return {f.name: f.metadata["doc"] for f in fields(cls)}[key]
+
+    @classmethod
+    def of(cls, **values):
+        """A Tiling from keyword values; a missing or unknown key is a ValueError naming it."""
+        unknown = sorted(set(values) - set(cls.keys()))
+        missing = [k for k in cls.keys() if k not in values]
+        if unknown or missing:
+            what = "; ".join(part for part in (
+                f"unknown TILING key(s) {', '.join(map(repr, unknown))}" if unknown else "",
+                f"missing TILING key(s) {', '.join(map(repr, missing))}" if missing else "") if part)
+            raise ValueError(f"{what} (the keys: {', '.join(cls.keys())})")
+        return cls(**values)
+
+    def replace(self, **changes):
+        """This tiling with ``changes``; an unknown key or a bad value is a ValueError."""
+        unknown = sorted(set(changes) - set(self.keys()))
+        if unknown:
+            raise ValueError(f"unknown TILING key(s) {', '.join(map(repr, unknown))} "
+                             f"(the keys: {', '.join(self.keys())})")
+        return dataclasses.replace(self, **changes)
+
+    def for_inputs(self, fp32, wide):
+        """The tiling the kernels run with: fp32 inputs (``wide``: K or V over 128) take
+        the fp32 chunk size, V block and stages, as their products stage twice the bytes."""
+        if not fp32:
+            return self
+        return dataclasses.replace(self, BT=self.fp32_BT, BV=self.fp32_wide_BV if wide else self.fp32_BV,
+                                   scan_stages=self.fp32_stages, out_stages=self.fp32_stages)
+
+# ---- end of codegen/tiling.py ----
+
 _DTYPES = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 _SHAPES = {"k": "[B, T, H, K]", "v": "[B, T, H, V]", "gate_k": "[B, T, H, K]", "gate_h": "[B, T, H]",
            "head": "[B, T, H]"}
@@ -116,30 +237,23 @@ def _blocked_gated_dot(a, fa, b, fb, STRICT: tl.constexpr, BT: tl.constexpr, DT2
 
 
 @triton.jit
-def _masked_gated_dot(a, fa, b, fb, m_keep, m_mid, STRICT: tl.constexpr, GS: tl.constexpr,
+def _masked_gated_dot(a, fa, b, fb, m_keep, m_mid, STRICT: tl.constexpr,
                       BT: tl.constexpr, DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr):
     # P[i, j] = sum_d a[i, d] b[d, j] exp(fa[i, d] + fb[d, j]) where m_keep (on and below
     # the diagonal, or strictly below if STRICT), for a: [BT, D], b: [D, BT] and the log
     # factors of decaying gates (fa non-increasing down the rows, fa[i] + fb[:, j] <= 0
-    # for i >= j).  Two exact forms:
-    # - rebalanced: one product with both factors shifted by the middle row.  Fast, but
-    #   a factor overflows once a chunk's decay in a channel passes about 170;
-    # - blocked (_blocked_gated_dot): no exponent above 0 whatever the decay, but its
-    #   entry-by-entry diagonal blocks ran 10-20x slower on the H200.
-    # GS (TILING gate_products): 0 "rebalanced" always; 2 "blocks" always; 1 "stable":
-    # per chunk, the rebalanced form while _in_rebalanced_range, the blocked form otherwise.
+    # for i >= j).  Per chunk one of two exact forms: while _in_rebalanced_range, one
+    # product with both factors shifted by the middle row (fast; a factor would overflow
+    # once a chunk's decay in a channel passes about 170); otherwise the blocked form
+    # (_blocked_gated_dot: no exponent above 0 whatever the decay, but its entry-by-entry
+    # diagonal blocks ran 10-20x slower on the H200).
     mid = tl.sum(tl.where(m_mid, fa, 0.), axis=0, keep_dims=True)
     ea = fa - mid
     eb = fb + tl.trans(mid)
-    if GS == 0:
+    if _in_rebalanced_range(ea, eb):
         p = _rebalanced_gated_dot(a, ea, b, eb, DT2, CT2, PREC2)
-    elif GS == 2:
-        p = _blocked_gated_dot(a, fa, b, fb, STRICT, BT, DT2, CT2, PREC2)
     else:
-        if _in_rebalanced_range(ea, eb):
-            p = _rebalanced_gated_dot(a, ea, b, eb, DT2, CT2, PREC2)
-        else:
-            p = _blocked_gated_dot(a, fa, b, fb, STRICT, BT, DT2, CT2, PREC2)
+        p = _blocked_gated_dot(a, fa, b, fb, STRICT, BT, DT2, CT2, PREC2)
     return tl.where(m_keep, p, 0.)
 
 
@@ -203,15 +317,15 @@ def _blocked_mix(x, y, f, g, KIND: tl.constexpr, BT: tl.constexpr, DT2: tl.const
 
 
 @triton.jit
-def _masked_mix(x, y, f, g, KIND: tl.constexpr, m_mid, GS: tl.constexpr, BT: tl.constexpr,
+def _masked_mix(x, y, f, g, KIND: tl.constexpr, m_mid, BT: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr):
     # P[i, d] = sum_j x[i, j] y[j, d] exp(f[j, d] + g[i, d]) over j <= i (KIND 0), j < i
     # (1), j >= i (2) or j > i (3), for x: [BT, BT] and y: [BT, D], where f_j + g_i <= 0 for every
     # kept pair (a decay between two rows of the chunk; lower: g non-increasing down the
     # rows, upper: f non-increasing).  The backward's gradients of the gated tiles have
     # this form (a row factor that meets a column factor across a masked product).  As in
-    # _masked_gated_dot, GS picks the form: rebalanced (both factors shifted by g's middle
-    # row), blocked, or per chunk the rebalanced one while its exponents are within +-64.
+    # _masked_gated_dot, per chunk: the rebalanced form (both factors shifted by g's middle
+    # row) while its exponents are within +-64, the blocked one otherwise.
     D: tl.constexpr = y.shape[1]
     o_t = tl.arange(0, BT)
     if KIND == 0:
@@ -228,74 +342,27 @@ def _masked_mix(x, y, f, g, KIND: tl.constexpr, m_mid, GS: tl.constexpr, BT: tl.
     mid = tl.sum(tl.where(m_mid, g, 0.), axis=0, keep_dims=True)
     eg = g - mid
     ef = f + mid
-    if GS == 0:
+    if _in_rebalanced_range(eg, ef):
         p = _rebalanced_mix(xm, y, ef, eg, DT2, CT2, PREC2)
-    elif GS == 2:
-        p = _blocked_mix(xm, y, f, g, KIND, BT, DT2, CT2, PREC2)
     else:
-        if _in_rebalanced_range(eg, ef):
-            p = _rebalanced_mix(xm, y, ef, eg, DT2, CT2, PREC2)
-        else:
-            p = _blocked_mix(xm, y, f, g, KIND, BT, DT2, CT2, PREC2)
+        p = _blocked_mix(xm, y, f, g, KIND, BT, DT2, CT2, PREC2)
     return p
 
 
-_GATE_PRODUCTS = {"rebalanced": 0, "stable": 1, "blocks": 2}
-
-
-def gate_products(tiling):
-    """The GS constexpr for TILING gate_products (see _masked_gated_dot)."""
-    mode = tiling.get("gate_products", "stable")
-    if mode not in _GATE_PRODUCTS:
-        raise ValueError(f"TILING['gate_products'] must be one of {sorted(_GATE_PRODUCTS)}, got {mode!r}")
-    return _GATE_PRODUCTS[mode]
-
-
-# the TILING keys of a stage's own computed_dots, the first one set wins (none set:
-# computed_dots); the split stage's V kernel ("gradv") may differ from the other
-# gradient kernels
-_STAGE_DOTS = {"dstate": ("dstate_dots",), "grad": ("grad_dots",), "gradv": ("gradv_dots", "grad_dots")}
-
-
-def kernel_types(dtype, device, til, stage=None):
-    """The constexprs of a stage's product types (dot_types) and gate-product form (GS);
-    the reverse scan ("dstate") and the gradient kernels ("grad"; "gradv": the split
-    stage's V kernel) may take their own computed_dots, and the gradient kernels their own
-    gate-product form and precision of the gated products."""
-    dots = next((til[k] for k in _STAGE_DOTS[stage] if til.get(k)), None) if stage else None
-    t = dot_types(dtype, device, dots or til["computed_dots"], til["inverse16"], til["fp32_products"])
-    # the gradient kernels may take their own gate-product form (TILING grad_gate_products)
-    grad = stage in ("grad", "gradv")
-    t["GS"] = gate_products(dict(til, gate_products=til.get("grad_gate_products") or til.get("gate_products", "stable"))
-                            if grad else til)
-    # the gated intra-chunk products (_masked_mix, _masked_gated_dot) of two computed
-    # tiles: PREC2, or in the gradient kernels TILING grad_gprec where they are fp32
-    # operands multiplied in tf32
-    t["GPREC"] = t["PREC2"]
-    if grad and til.get("grad_gprec") and t["PREC2"] == "tf32" and t["DT2"] == tl.float32:
-        t["GPREC"] = til["grad_gprec"]
+def kernel_types(dtype, device, dots, gated=None):
+    """The constexprs of one kernel's product types: ``dots`` the kernel family's type
+    of products with a computed tile (TILING forward_dots, reverse_dots, gradv_dots,
+    grad_dots; see dot_types), ``gated`` (the gradient kernels: TILING grad_gated) the
+    type of its gated intra-chunk products (_masked_mix, _masked_gated_dot) where their
+    operands are fp32 and would multiply in tf32; elsewhere they take PREC2."""
+    t = dot_types(dtype, device, dots)
+    t["GPREC"] = gated if gated and t["PREC2"] == "tf32" and t["DT2"] == tl.float32 else t["PREC2"]
     return t
-
-
-def grad_launches(tiling, spec):
-    """The GO bitmask of each launch of the gradient kernel: TILING grad_groups lists
-    groups of argument names (default: one launch for all)."""
-    names = [n for n, _ in spec]
-    groups = tiling.get("grad_groups") or [names]
-    seen = [n for g in groups for n in g]
-    if sorted(seen) != sorted(names):
-        raise ValueError(f"TILING['grad_groups'] must cover each of {names} once, got {groups}")
-    return [sum(1 << names.index(n) for n in g) for g in groups]
 
 
 def effective_tiling(tiling, dtype, K, V):
-    """TILING with its per-dtype overrides applied (see codegen/variants.py)."""
-    t = {k: v for k, v in tiling.items() if not isinstance(v, dict)}
-    if dtype == torch.float32:
-        t.update(tiling.get("fp32", {}))
-        if max(K, V) > 128:
-            t.update(tiling.get("fp32_wide", {}))
-    return t
+    """The tiling the kernels run with for these inputs (Tiling.for_inputs)."""
+    return tiling.for_inputs(dtype == torch.float32, max(K, V) > 128)
 
 
 def block_sizes(K, V, chunk_size, bv):
@@ -304,53 +371,39 @@ def block_sizes(K, V, chunk_size, bv):
     return chunk_size, bk, bv_full, min(bv, bv_full)
 
 
-_COMPUTED_DOTS = ("input", "tf32", "tf32_mixed", "tf32x3", "tf32x3_mixed")
-
-
-def dot_types(dtype, device, computed_dots="tf32", inverse16="tf32x3", fp32_products="ieee"):
+def dot_types(dtype, device, dots="tf32"):
     """The product types, as kernel constexprs.  A product of two tiles read from memory
     rounds both operands to DT and multiplies in CT with PREC; a tile read from memory
     times a computed one uses DT3/CT3/PREC3; two computed tiles DT2/CT2/PREC2;
     triangular inverses multiply fp32 tiles with IPREC.
 
-    - fp32 inputs: everything fp32-accurate, never tf32: ``fp32_products`` "ieee" (exact
-      fp32 products; sm_90 has no tensor-core form, so they compile to FMA loops) or
-      "tf32x3" (three tf32 products, about fp32's accuracy, on tensor cores).
+    - fp32 inputs: everything in exact fp32 products ("ieee"; sm_90 has no tensor-core
+      form, so they compile to FMA loops), never tf32.
     - bf16 inputs: products with an input tile in bf16 (the input is exact in it); two
-      computed tiles in tf32 (10 mantissa bits against bf16's 7) when computed_dots is
+      computed tiles in tf32 (10 mantissa bits against bf16's 7) when ``dots`` is
       "tf32", or rounded to bf16 like the rest when it is "input"; "tf32_mixed" also
       multiplies an input tile by a computed one in tf32 (the computed one is not
-      rounded to bf16); "tf32x3" and "tf32x3_mixed" are "tf32" and "tf32_mixed" with the
-      products of two computed tiles in tf32x3 (about fp32: where a gradient is the small
-      difference of terms that cancel, tf32's rounding of them is what remains);
-      inverses in ``inverse16`` ("tf32x3", about fp32, or "tf32").
+      rounded to bf16); inverses in tf32.
     - fp16 inputs: tf32 throughout (decayed keys such as K / Gamma leave fp16's range
       after a few steps of strong decay; tf32 has fp16's mantissa and fp32's range).
     Triton's interpreter cannot multiply bf16 tiles (it sees their bit patterns), so on
     the CPU bf16-rounded operands are multiplied in fp32."""
     f32 = tl.float32
-    if fp32_products not in ("ieee", "tf32x3"):
-        raise ValueError(f"fp32_products must be 'ieee' or 'tf32x3', got {fp32_products!r}")
+    if dots not in DOTS:
+        raise ValueError(f"a kernel's product type must be one of {', '.join(DOTS)}, got {dots!r}")
     if dtype == torch.float32:
-        p = fp32_products
-        t = dict(DT=f32, CT=f32, PREC=p, DT2=f32, CT2=f32, PREC2=p, DT3=f32, CT3=f32, PREC3=p, IPREC=p)
-    elif dtype == torch.float16:
-        t = dict(DT=f32, CT=f32, PREC="tf32", DT2=f32, CT2=f32, PREC2="tf32", DT3=f32, CT3=f32, PREC3="tf32",
-                 IPREC=inverse16)
-    else:
-        ct = f32 if device.type == "cpu" else tl.bfloat16
-        t = dict(DT=tl.bfloat16, CT=ct, PREC="tf32", DT2=tl.bfloat16, CT2=ct, PREC2="tf32",
-                 DT3=tl.bfloat16, CT3=ct, PREC3="tf32", IPREC=inverse16)
-        if computed_dots not in _COMPUTED_DOTS:
-            raise ValueError(f"computed_dots must be one of {', '.join(_COMPUTED_DOTS)}, got {computed_dots!r}")
-        if computed_dots != "input":
-            t.update(DT2=f32, CT2=f32)
-        if computed_dots.startswith("tf32x3"):
-            t.update(PREC2="tf32x3")
-        if computed_dots.endswith("_mixed"):
-            t.update(DT3=f32, CT3=f32)
-    if inverse16 not in ("tf32", "tf32x3"):
-        raise ValueError(f"inverse16 must be 'tf32' or 'tf32x3', got {inverse16!r}")
+        p = "ieee"
+        return dict(DT=f32, CT=f32, PREC=p, DT2=f32, CT2=f32, PREC2=p, DT3=f32, CT3=f32, PREC3=p, IPREC=p)
+    if dtype == torch.float16:
+        return dict(DT=f32, CT=f32, PREC="tf32", DT2=f32, CT2=f32, PREC2="tf32", DT3=f32, CT3=f32, PREC3="tf32",
+                    IPREC="tf32")
+    ct = f32 if device.type == "cpu" else tl.bfloat16
+    t = dict(DT=tl.bfloat16, CT=ct, PREC="tf32", DT2=tl.bfloat16, CT2=ct, PREC2="tf32",
+             DT3=tl.bfloat16, CT3=ct, PREC3="tf32", IPREC="tf32")
+    if dots != "input":
+        t.update(DT2=f32, CT2=f32)
+    if dots == "tf32_mixed":
+        t.update(DT3=f32, CT3=f32)
     return t
 
 
@@ -434,8 +487,8 @@ def explains_resources(func, stage):
                 raise RuntimeError(
                     f"{func} ({stage}, {str(q.dtype).replace('torch.', '')}, K={q.shape[-1]}, V={v.shape[-1]}): "
                     f"a generated kernel needs {e.required} of {e.name}, over this GPU's {e.limit}; "
-                    f"smaller blocks (TILING BT, BV, grad_BV), grad_groups or 16-bit products "
-                    f"(computed_dots / grad_dots \"input\") in {fn.__module__}.TILING size it") from e
+                    f"smaller blocks (TILING BT, BV, grad_BV, grad_BK) or 16-bit products "
+                    f"(grad_dots \"input\") size it: {fn.__module__}.tiling_override") from e
         return run
     return wrap
 

@@ -5,13 +5,22 @@
 
 Recurrence (state V x K, q already scaled): S_t = S_{t-1} Diag(exp g_t) + v_t k_t^T,  o_t = S_t q_t
 """
+import contextlib
+
 import torch
 import triton
 import triton.language as tl
 
-from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, effective_tiling, explains_resources, grad_launches, kernel_types, needs_grad, refuse_grad  # noqa: F401
+from ._runtime import (  # noqa: F401
+    Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads,
+    effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 128, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32_mixed', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': None, 'dstate_hoist': True, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'grad_gate_products': None, 'grad_gprec': 'tf32x3', 'gradv_dots': None, 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32}, 'fp32_wide': {'BV': 16}}
+# the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
+# block of code with tiling_override, never by assignment from outside
+TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
+        grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='tf32_mixed', reverse_dots='tf32_mixed',
+        gradv_dots='tf32_mixed', grad_dots='tf32_mixed', grad_gated='tf32x3', keep_forward=True, fp32_BT=64, fp32_BV=32,
+        fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["Gamma"]
@@ -22,7 +31,7 @@ def _intra_kernel(g, out_Gamma, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -39,75 +48,27 @@ def _intra_kernel(g, out_Gamma, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
-    b_Alpha_log = tl.load(g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Alpha_log_last = tl.load(g + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    # Gamma = \text{cumprod}\left(\mathbf{A}_{[t]}\right)
+    b_Alpha_log = tl.load(g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Alpha_log_last = tl.load(g + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
+    # Gamma = \text{cumprod}\left(\mathbf{A}_{[t]}\right)   [program gla_chunk, under claims gla.O, gla.S_C]
     b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
     b_Gamma = tl.exp(b_Gamma_log)
 
-    tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 
 
-# T and the two flags are runtime values: fewer specialisations, fewer compiles
-@triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
-def _scan_kernel(q, k, v, in_Gamma, o, h0, ht, scale, T,
-                 H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                 PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, use_h0, store_ht):
-    # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)
-    i_v, i_bh = tl.program_id(0), tl.program_id(1)
-    i_b, i_h = i_bh // H, i_bh % H
-    bos = i_b.to(tl.int64) * T
-    o_t = tl.arange(0, BT)
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_incl = o_t[:, None] >= o_t[None, :]
-    m_strict = o_t[:, None] > o_t[None, :]
-    m_upper = o_t[:, None] <= o_t[None, :]
-    m_eye = o_t[:, None] == o_t[None, :]
-    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
-    p_s = i_bh.to(tl.int64) * K * V + o_k[None, :] * V + o_v[:, None]
-    b_s = tl.zeros([BV, BK], dtype=tl.float32)
-    if use_h0 != 0:
-        b_s += tl.load(h0 + p_s, mask=m_s, other=0.)
-    for i_t in range(0, tl.cdiv(T, BT)):
-        r_t = i_t * BT + o_t
-        m_r = r_t < T
-        n_r = tl.minimum(T - i_t * BT, BT)
-        m_last = (o_t == n_r - 1)[:, None]
-        m_mid = (o_t == n_r // 2)[:, None]
-        b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-        b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-        b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        # gC = \mathbf{\Gamma}_{[t]}^{C}
-        b_gC_log = tl.trans(b_Gamma_log_last)
-        b_gC = tl.exp(b_gC_log)
-        # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-        b_Ql_f = b_Gamma_log
-        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-        b_Kr_f = (-b_Gamma_log)
-        # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t]}   [claim gla.O, 003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 94]
-        b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC).to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3))
-        # S = \left(\mathbf{S}_{[t-1]}^{C} + \mathbf{V}_{[t]}^\top \overrightarrow{\mathbf{K}_{[t]}}\right) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim gla.S_C, 003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 98]
-        b_S = ((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_V).to(DT3).to(CT3), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT3).to(CT3), input_precision=PREC3))
-
-        tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-        b_s = b_S
-    if store_ht != 0:
-        tl.store(ht + p_s, b_s, mask=m_s)
-
-
-# the split schedule: the scan carries only the state and writes S_[t-1]^C of every chunk
-# to h; the outputs are then computed for all chunks in parallel
+# T and the two flags are runtime values: fewer specialisations, fewer compiles.  The
+# scan carries the state and writes S_[t-1]^C of every chunk to h; the outputs are then
+# computed for all chunks in parallel
 @triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
 def _state_kernel(k, v, in_Gamma, h, h0, ht, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, use_h0, store_ht):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, use_h0, store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -131,17 +92,25 @@ def _state_kernel(k, v, in_Gamma, h, h0, ht, scale, T,
         m_last = (o_t == n_r - 1)[:, None]
         m_mid = (o_t == n_r // 2)[:, None]
         tl.store(h + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_s.to(h.dtype.element_ty), mask=m_s)
-        b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-        b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        # gC = \mathbf{\Gamma}_{[t]}^{C}
+        b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
+                other=0.)
+        b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
+                other=0.)
+        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :],
+                mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
+                mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        # gC = \mathbf{\Gamma}_{[t]}^{C}   [program gla_chunk, under claims gla.O, gla.S_C]
         b_gC_log = tl.trans(b_Gamma_log_last)
-        b_gC = tl.exp(b_gC_log)
-        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C] (its gate
+        #   factor, in log space)
         b_Kr_f = (-b_Gamma_log)
-        # S = \left(\mathbf{S}_{[t-1]}^{C} + \mathbf{V}_{[t]}^\top \overrightarrow{\mathbf{K}_{[t]}}\right) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim gla.S_C, 003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 98]
-        b_S = ((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_V).to(DT3).to(CT3), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT3).to(CT3), input_precision=PREC3))
+        # S = \left(\mathbf{S}_{[t-1]}^{C} + \mathbf{V}_{[t]}^\top \overrightarrow{\mathbf{K}_{[t]}}\right)
+        #   \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [claim gla.S_C, 003_c008d497ea0f70e6.txt §5.2
+        #   分块递推模式（Chunkwise Recurrent Mode）, line 98]
+        b_S = ((b_s * tl.exp(tl.trans(b_gC_log)))
+                + tl.dot(tl.trans(b_V).to(DT3).to(CT3), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT3).to(CT3),
+                input_precision=PREC3))
 
         b_s = b_S
     if store_ht != 0:
@@ -153,7 +122,7 @@ def _out_kernel(q, k, v, in_Gamma, h, o, scale, T,
                 H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr):
+                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -173,31 +142,45 @@ def _out_kernel(q, k, v, in_Gamma, h, o, scale, T,
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     b_s = tl.load(h + ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
-    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
+    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
+            & (o_v < V)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
+            + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
+            mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C] (its gate
+    #   factor, in log space)
     b_Ql_f = b_Gamma_log
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C] (its gate
+    #   factor, in log space)
     b_Kr_f = (-b_Gamma_log)
-    # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t]}   [claim gla.O, 003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 94]
-    b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC).to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3))
+    # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}}
+    #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t]} [claim gla.O,
+    #   003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 94]
+    b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3)
+            + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2,
+            GPREC).to(DT3).to(CT3),
+            b_V.to(DT3).to(CT3), input_precision=PREC3))
 
-    tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty),
+            mask=m_r[:, None] & (o_v < V)[None, :])
 
 
 
-# the backward's reverse scan (issue 4, first stage): delta S_[t-1]^C from delta S_[t]^C
-# and delta O_[t], from the last chunk down; writes delta S_[t]^C of every chunk to dh
-# and the initial state's gradient to dh0.  V-blocked like the state scan.
+# the backward's reverse scan: delta S_[t-1]^C from delta S_[t]^C and delta O_[t], from
+# the last chunk down; writes delta S_[t]^C of every chunk to dh and the initial state's
+# gradient to dh0.  V-blocked like the state scan.
 @triton.jit(do_not_specialize=["T", "use_dht"])
 def _dstate_kernel(q, do, in_Gamma, dh, dht, dh0, scale, T,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, use_dht):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, use_dht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -222,111 +205,42 @@ def _dstate_kernel(q, do, in_Gamma, dh, dht, dh0, scale, T,
         m_last = (o_t == n_r - 1)[:, None]
         m_mid = (o_t == n_r // 2)[:, None]
         tl.store(dh + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
-        b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        # gC = \mathbf{\Gamma}_{[t]}^{C}
+        b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
+                other=0.).to(tl.float32) * scale
+        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
+                other=0.)
+        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :],
+                mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
+                mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        # gC = \mathbf{\Gamma}_{[t]}^{C}   [program gla_chunk, under claims gla.O, gla.S_C]
         b_gC_log = tl.trans(b_Gamma_log_last)
-        b_gC = tl.exp(b_gC_log)
-        # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+        # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C] (its gate
+        #   factor, in log space)
         b_Ql_f = b_Gamma_log
-        # dS_prev = \delta \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}_{[t]}} + \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim gla.bwd.dS_prev, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播]
-        b_dS_prev = (tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), input_precision=PREC3) + (b_ds * tl.exp(tl.trans(b_gC_log))))
+        # dS_prev = \delta \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}_{[t]}} + \delta \mathbf{S}_{[t]}^{C}
+        #   \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [claim gla.bwd.dS_prev, 003_c008d497ea0f70e6.txt §6.3
+        #   分块递推模式的反向传播]
+        b_dS_prev = (tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3),
+                input_precision=PREC3)
+                + (b_ds * tl.exp(tl.trans(b_gC_log))))
 
         b_ds = b_dS_prev
     tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s, b_ds, mask=m_s)
 
 
-
-# the backward's gradients, per chunk in parallel: every argument's gradient from its
-# verified claim, given S_[t-1]^C (the forward's h) and delta S_[t]^C (the reverse scan's dh).
-# V-blocked: a gradient that sums over V (all but v's) is written by V block i_v to slice
-# i_v of a [NV, ...] buffer and the slices are summed after the launch.  That sum is the
-# gradient because every gradient is linear in the cotangents, and the forward never
-# contracts over V, so each term pairs V-blocked tiles of one block only.
-@triton.jit(do_not_specialize=["T", "NTOK"])
-def _dgrad_kernel(q, k, v, do, in_Gamma, h, dh, d_q, d_k, d_v, d_g, scale, T, NTOK,
-                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, GO: tl.constexpr):
-    # one program per (V block, chunk, batch*head); NTOK = B * T * H.  GO: which
-    # gradients this launch computes (bit i: argument i); the math the others alone need
-    # is dead code and compiled away (TILING grad_groups: fewer live tiles per kernel)
-    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    i_b, i_h = i_bh // H, i_bh % H
-    bos = i_b.to(tl.int64) * T
-    o_t = tl.arange(0, BT)
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_incl = o_t[:, None] >= o_t[None, :]
-    m_strict = o_t[:, None] > o_t[None, :]
-    m_upper = o_t[:, None] <= o_t[None, :]
-    m_eye = o_t[:, None] == o_t[None, :]
-    r_t = i_t * BT + o_t
-    m_r = r_t < T
-    n_r = tl.minimum(T - i_t * BT, BT)
-    m_last = (o_t == n_r - 1)[:, None]
-    m_mid = (o_t == n_r // 2)[:, None]
-    d_q += i_v.to(tl.int64) * NTOK * K
-    d_k += i_v.to(tl.int64) * NTOK * K
-    d_g += i_v.to(tl.int64) * NTOK * K
-    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
-    p_hs = ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
-    b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
-    b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
-    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    # gC = \mathbf{\Gamma}_{[t]}^{C}
-    b_gC_log = tl.trans(b_Gamma_log_last)
-    b_gC = tl.exp(b_gC_log)
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Kr_f = (-b_Gamma_log)
-    # dQl = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t]}^\top \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}}
-    b_dQl = (tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
-    # dKr = \mathbf{V}_{[t]} \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \left(\mathbf{V}_{[t]} \delta \mathbf{O}_{[t]}^\top \odot \mathbf{M}^\top\right) \overleftarrow{\mathbf{Q}_{[t]}}
-    b_dKr = ((tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.where(m_upper, tl.dot(b_V.to(DT).to(CT), tl.trans(b_dO).to(DT).to(CT), input_precision=PREC), 0.).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2))
-    # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
-    b_dK = ((tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.dot(b_V.to(DT).to(CT), tl.trans(b_dO).to(DT).to(CT), input_precision=PREC), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC))
-    # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
-    b_dQ = ((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
-    # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim gla.dQ, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 194]
-    b_g_q = b_dQ
-    # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim gla.dK, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 190]
-    b_g_k = b_dK
-    # g_v = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + \left(\overrightarrow{\mathbf{K}_{[t]}} \overleftarrow{\mathbf{Q}_{[t]}}^\top \odot \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]}   [claim gla.dV, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 178, row 3]
-    b_g_v = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(tl.trans(tl.trans(b_Q)), tl.trans(tl.trans(b_Ql_f)), tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
-    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left(\mathbf{V}_{[t]} \delta \mathbf{S}_{[t]}^{C} \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top\right)   [claim gla.bwd.dlogalpha_grouped, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播]
-    b_g_g = tl.cumsum((((b_dQ * b_Q) - (b_dK * b_K)) + tl.where(m_last, tl.trans(((tl.sum(tl.trans(b_s) * tl.trans(b_ds), axis=1, keep_dims=True) * tl.exp(b_gC_log)) + tl.sum(tl.trans((tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3) * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)), axis=0, reverse=True)
-
-    if (GO >> 0) & 1:
-        tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    if (GO >> 1) & 1:
-        tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    if (GO >> 2) & 1:
-        tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    if (GO >> 3) & 1:
-        tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-
-
-# the gradient stage split in two (TILING grad_split): the V kernel computes the
-# gradients with a V dimension and writes each V reduction the others read (a product
-# or diagonal that sums over V, in the claims as printed above) per V block; the K
-# kernel reads them summed over the blocks and never touches a tile with a V dimension,
-# so neither holds the other's tiles (fewer registers, no spills across the whole chain)
+# the backward's gradients, per chunk in parallel, each from its verified claim.  The V
+# kernel, V-blocked, computes the gradients with a V dimension, given S_[t-1]^C (the
+# forward's h) and delta S_[t]^C (the reverse scan's dh), and writes each V reduction
+# the others read (a product or diagonal that sums over V, as printed in the claims) per
+# V block; the kernels after it read them summed over the blocks and never touch a tile
+# with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, do, in_Gamma, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, scale, T, NCH,
+def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -348,39 +262,60 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3
     p_hs = ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
-    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    # gC = \mathbf{\Gamma}_{[t]}^{C}
+    p_c = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
+    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
+            & (o_v < V)[None, :], other=0.)
+    b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
+            & (o_v < V)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
+            + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
+            mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    # gC = \mathbf{\Gamma}_{[t]}^{C}   [program gla_chunk, under claims gla.O, gla.S_C]
     b_gC_log = tl.trans(b_Gamma_log_last)
-    b_gC = tl.exp(b_gC_log)
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C] (its gate
+    #   factor, in log space)
     b_Ql_f = b_Gamma_log
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C] (its gate
+    #   factor, in log space)
     b_Kr_f = (-b_Gamma_log)
-    # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}
+    # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim gla.dQl, 003_c008d497ea0f70e6.txt §6.3
+    #   分块递推模式的反向传播, line 186]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
-    # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t]}^\top
+    # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t]}^\top [claim gla.dQl, 003_c008d497ea0f70e6.txt §6.3
+    #   分块递推模式的反向传播, line 186]
     b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
-    # vr2 = \mathbf{V}_{[t]} \delta \mathbf{S}_{[t]}^{C}
+    # vr2 = \mathbf{V}_{[t]} \delta \mathbf{S}_{[t]}^{C} [claim gla.dKr, 003_c008d497ea0f70e6.txt §6.3
+    #   分块递推模式的反向传播, line 182, row 3]
     b_vr2 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
-    # vr3 = \mathbf{V}_{[t]} \delta \mathbf{O}_{[t]}^\top
+    # vr3 = \mathbf{V}_{[t]} \delta \mathbf{O}_{[t]}^\top [claim gla.dKr, 003_c008d497ea0f70e6.txt §6.3
+    #   分块递推模式的反向传播, line 182, row 3]
     b_vr3 = tl.dot(b_V.to(DT).to(CT), tl.trans(b_dO).to(DT).to(CT), input_precision=PREC)
-    # vr4 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)
+    # vr4 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right) [claim
+    #   gla.bwd.dlogalpha_grouped, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播]
     b_vr4 = tl.sum(tl.trans(b_s) * tl.trans(b_ds), axis=1, keep_dims=True)
-    # g_v = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + \left(\overrightarrow{\mathbf{K}_{[t]}} \overleftarrow{\mathbf{Q}_{[t]}}^\top \odot \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]}   [claim gla.dV, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 178, row 3]
-    b_g_v = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(tl.trans(tl.trans(b_Q)), tl.trans(tl.trans(b_Ql_f)), tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    # g_v = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta
+    #   \mathbf{S}_{[t]}^{C}}^\top + \left(\overrightarrow{\mathbf{K}_{[t]}} \overleftarrow{\mathbf{Q}_{[t]}}^\top \odot
+    #   \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]} [claim gla.dV, 003_c008d497ea0f70e6.txt §6.3
+    #   分块递推模式的反向传播, line 178, row 3]
+    b_g_v = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2),
+            input_precision=PREC2)
+            + tl.dot(tl.trans(_masked_gated_dot(tl.trans(tl.trans(b_Q)), tl.trans(tl.trans(b_Ql_f)), tl.trans(b_K),
+            tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, GPREC)).to(DT3).to(CT3),
+            b_dO.to(DT3).to(CT3), input_precision=PREC3))
 
-    tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    p_r = i_v.to(tl.int64) * NCH + (i_b * tl.cdiv(T, BT) + i_t) * H + i_h
-    tl.store(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
-    tl.store(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
-    tl.store(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
-    tl.store(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
-    tl.store(r_vr4 + p_r * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr4)
+    tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
+            b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr4)
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
@@ -388,8 +323,8 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, 
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
-    # one program per (chunk, batch*head): the V reductions summed over the NV blocks
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+    # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -406,92 +341,119 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, 
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
-    p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    p_c = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr1 = tl.load(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr2 = tl.load(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr3 = tl.load(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr3 = tl.load(r_vr3 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr4 = tl.load(r_vr4 + p_r * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_vr4 = tl.load(r_vr4 + p_c * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
-
-    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    # gC = \mathbf{\Gamma}_{[t]}^{C}
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
+            + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
+            mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    # gC = \mathbf{\Gamma}_{[t]}^{C}   [program gla_chunk, under claims gla.O, gla.S_C]
     b_gC_log = tl.trans(b_Gamma_log_last)
-    b_gC = tl.exp(b_gC_log)
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C] (its gate
+    #   factor, in log space)
     b_Ql_f = b_Gamma_log
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C] (its gate
+    #   factor, in log space)
     b_Kr_f = (-b_Gamma_log)
-    # dQl = (\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t]}^\top) \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}}
-    b_dQl = (b_vr0 + tl.dot(tl.where(m_incl, b_vr1, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
-    # dKr = (\mathbf{V}_{[t]} \delta \mathbf{S}_{[t]}^{C}) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \left((\mathbf{V}_{[t]} \delta \mathbf{O}_{[t]}^\top) \odot \mathbf{M}^\top\right) \overleftarrow{\mathbf{Q}_{[t]}}
-    b_dKr = ((b_vr2 * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.where(m_upper, b_vr3, 0.).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2))
-    # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}
-    b_dK = ((b_vr2 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(b_vr3, b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC))
-    # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
-    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
-    # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim gla.dQ, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 194]
+    # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} [claim gla.dK,
+    #   003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 190]
+    b_dK = ((b_vr2 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log))))
+            + _masked_mix(b_vr3, b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, GPREC))
+    # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim gla.dQ, 003_c008d497ea0f70e6.txt
+    #   §6.3 分块递推模式的反向传播, line 194]
+    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, GPREC))
+    # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim gla.dQ, 003_c008d497ea0f70e6.txt
+    #   §6.3 分块递推模式的反向传播, line 194]
     b_g_q = b_dQ
-    # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim gla.dK, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 190]
+    # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} [claim gla.dK,
+    #   003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 190]
     b_g_k = b_dK
-    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t]} \delta \mathbf{S}_{[t]}^{C}) \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top\right)   [claim gla.bwd.dlogalpha_grouped, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播]
-    b_g_g = tl.cumsum((((b_dQ * b_Q) - (b_dK * b_K)) + tl.where(m_last, tl.trans(((b_vr4 * tl.exp(b_gC_log)) + tl.sum(tl.trans((b_vr2 * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)), axis=0, reverse=True)
+    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot
+    #   \mathbf{K}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta
+    #   \mathbf{S}_{[t]}^{C}\right)) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t]} \delta
+    #   \mathbf{S}_{[t]}^{C}) \odot \overrightarrow{\mathbf{K}_{[t]}}
+    #   \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top\right) [claim
+    #   gla.bwd.dlogalpha_grouped, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播]
+    b_g_g = tl.cumsum((((b_dQ * b_Q) - (b_dK * b_K))
+            + tl.where(m_last,
+            tl.trans(((b_vr4 * tl.exp(b_gC_log))
+            + tl.sum(tl.trans((b_vr2 * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log))))))
+            * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))),
+            0.)),
+            axis=0, reverse=True)
 
-    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 
 
+
+
+@contextlib.contextmanager
+def tiling_override(**changes):
+    """TILING with ``changes`` (keys of codegen/tiling.py) for the kernels launched in the
+    block, restored after it; yields the Tiling in force.  An unknown key or a bad value
+    is a ValueError naming it, and nothing changes.  Autograd's backward reads TILING
+    when it runs: run it inside the block too."""
+    global TILING
+    saved = TILING
+    TILING = TILING.replace(**changes)
+    try:
+        yield TILING
+    finally:
+        TILING = saved
 
 
 @explains_resources("chunk_gla", "forward")
 def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=None, keep=False):
     """(o, final state), and with ``keep`` a third item: the tiles the backward would
-    otherwise recompute (the intra kernel's and the split schedule's chunk states h), or
-    None under the fused schedule, which writes no h."""
+    otherwise recompute (the intra kernel's and the chunk states h)."""
     B, T, H, K = q.shape
     V = v.shape[-1]
     til = effective_tiling(TILING, q.dtype, K, V)
-    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
-    types = kernel_types(q.dtype, q.device, til)
+    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV)
+    types = kernel_types(q.dtype, q.device, til.forward_dots)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     _intra_kernel[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
-                                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+                                              num_warps=til.prep_warps, num_stages=til.prep_stages)
 
     o = torch.empty_like(v)
     ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
     h0 = initial_state if initial_state is not None else o
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
-    if til["schedule"] == "fused":
-        _scan_kernel[(triton.cdiv(V, BV), B * H)](q, k, v, Gamma, o, h0, ht, scale, T,
-                                                 H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
-                                                 num_warps=til["scan_warps"], num_stages=til["scan_stages"])
-    elif til["schedule"] == "split":
-        NT = triton.cdiv(T, BT)
-        h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-        _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, Gamma, h, h0, ht, scale, T,
-                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
-                                                  num_warps=til["scan_warps"], num_stages=til["scan_stages"])
-        _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, v, Gamma, h, o, scale, T,
-                                                    H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
-                                                    num_warps=til["out_warps"], num_stages=til["out_stages"])
-    else:
-        raise ValueError(f"TILING['schedule'] must be 'fused' or 'split', got {til['schedule']!r}")
+    NT = triton.cdiv(T, BT)
+    h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
+    _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, Gamma, h, h0, ht, scale, T,
+                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
+                                              num_warps=til.scan_warps, num_stages=til.scan_stages)
+    _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, v, Gamma, h, o, scale, T,
+                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                                num_warps=til.out_warps, num_stages=til.out_stages)
     if keep:
-        kept = dict(Gamma=Gamma, h=h) if til["schedule"] == "split" else None
+        kept = dict(Gamma=Gamma, h=h)
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -504,113 +466,96 @@ def _backward_states(q, k, v, g, do, dht, scale, chunk_size=None):
     B, T, H, K = q.shape
     V = v.shape[-1]
     til = effective_tiling(TILING, q.dtype, K, V)
-    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
-    types = kernel_types(q.dtype, q.device, til)
+    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV)
+    types = kernel_types(q.dtype, q.device, til.forward_dots)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     _intra_kernel[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
-                                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+                                              num_warps=til.prep_warps, num_stages=til.prep_stages)
 
     NT = triton.cdiv(T, BT)
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    # the reverse scan's products may differ (TILING dstate_dots): its last value is the
-    # initial state's gradient
-    rtypes = kernel_types(q.dtype, q.device, til, "dstate")
+    rtypes = kernel_types(q.dtype, q.device, til.reverse_dots)
     _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, do, Gamma, dh, dht if dht is not None else dh0, dh0, scale, T,
                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes,
                                                use_dht=int(dht is not None),
-                                               num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+                                               num_warps=til.scan_warps, num_stages=til.scan_stages)
 
     return dh, dh0
-
 
 
 @explains_resources("chunk_gla", "backward")
 def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, kept=None):
     """Every argument's gradient and the initial state's, for L = <do, o> + <dht, final
     state> (dht may be None): the forward state scan (h), the reverse scan (dh) and the
-    per-chunk gradient kernel.  ``kept``: the forward's tiles (_forward(keep=True)); the
+    per-chunk gradient kernels.  ``kept``: the forward's tiles (_forward(keep=True)); the
     intra kernel and the state scan are then not run again.  Internal: _Chunk.backward
     calls it."""
     B, T, H, K = q.shape
     V = v.shape[-1]
     til = effective_tiling(TILING, q.dtype, K, V)
-    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
-    types = kernel_types(q.dtype, q.device, til)
+    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV)
+    types = kernel_types(q.dtype, q.device, til.forward_dots)
     if kept is None:
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         _intra_kernel[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
-                                                  num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+                                                  num_warps=til.prep_warps, num_stages=til.prep_stages)
 
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
         NT = triton.cdiv(T, BT)
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
         _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, Gamma, h, h0, v, scale, T,
-                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, use_h0=int(initial_state is not None), store_ht=0,
-                                                  num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                                          use_h0=int(initial_state is not None), store_ht=0,
+                                                  num_warps=til.scan_warps, num_stages=til.scan_stages)
     else:
         NT = triton.cdiv(T, BT)
         h = kept["h"]
         Gamma = kept["Gamma"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    # the reverse scan's products may differ (TILING dstate_dots): its last value is the
-    # initial state's gradient
-    rtypes = kernel_types(q.dtype, q.device, til, "dstate")
+    rtypes = kernel_types(q.dtype, q.device, til.reverse_dots)
     _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, do, Gamma, dh, dht if dht is not None else dh0, dh0, scale, T,
                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes,
                                                use_dht=int(dht is not None),
-                                               num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+                                               num_warps=til.scan_warps, num_stages=til.scan_stages)
 
-    BVG = min(til.get("grad_BV", BV), BV_full)
+    BVG = min(til.grad_BV, BV_full)
     NV = triton.cdiv(V, BVG)
-    gtypes = kernel_types(q.dtype, q.device, til, "grad")
-    vtypes = kernel_types(q.dtype, q.device, til, "gradv")     # the split stage's V kernel
-    if til.get("grad_split"):
-        NCH, BKF = B * NT * H, BK
-        r_vr0 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
-        r_vr1 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
-        r_vr2 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
-        r_vr3 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
-        r_vr4 = torch.empty(NV, NCH, BKF * 1, dtype=torch.float32, device=q.device)
-        d_q = torch.empty_like(q)
-        d_k = torch.empty_like(k)
-        d_v = torch.empty_like(v)
-        d_g = torch.empty_like(g)
-        _dgradv_kernel[(NV, NT, B * H)](q, k, v, do, Gamma, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, scale, T, NCH,
-                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **vtypes, BKF=BK, BVF=BV_full,
-                                       num_warps=til["grad_warps"], num_stages=til["grad_stages"])
-        kwarps = til.get("gradk_warps") or til["grad_warps"]
-        _dgradk_kernel[(NT, B * H)](q, k, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g, scale, T, NCH,
-                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
-                                   num_warps=kwarps, num_stages=til["grad_stages"])
-        return dict(q=d_q, k=d_k, v=d_v, g=d_g, initial_state=dh0)
-    d_q = torch.empty((NV,) + tuple(q.shape), dtype=q.dtype if NV == 1 else torch.float32, device=q.device)
-    d_k = torch.empty((NV,) + tuple(k.shape), dtype=k.dtype if NV == 1 else torch.float32, device=q.device)
+    NCH, BKF = B * NT * H, BK
+    gtypes = kernel_types(q.dtype, q.device, til.grad_dots, til.grad_gated)
+    vtypes = kernel_types(q.dtype, q.device, til.gradv_dots, til.grad_gated)
+    r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
+    r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+    r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
+    r_vr3 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+    r_vr4 = torch.empty(NV, B * NT * H, BKF * 1, dtype=torch.float32, device=q.device)
+
+    d_q = torch.empty_like(q)
+    d_k = torch.empty_like(k)
     d_v = torch.empty_like(v)
-    d_g = torch.empty((NV,) + tuple(g.shape), dtype=g.dtype if NV == 1 else torch.float32, device=q.device)
-    for go in grad_launches(til, ARGS):
-        _dgrad_kernel[(NV, NT, B * H)](q, k, v, do, Gamma, h, dh, d_q, d_k, d_v, d_g, scale, T, B * T * H,
-                                      H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, GO=go,
-                                      num_warps=til["grad_warps"], num_stages=til["grad_stages"])
-    d_q = d_q[0] if NV == 1 else d_q.sum(0).to(q.dtype)
-    d_k = d_k[0] if NV == 1 else d_k.sum(0).to(k.dtype)
-    d_g = d_g[0] if NV == 1 else d_g.sum(0).to(g.dtype)
+    d_g = torch.empty_like(g)
+    _dgradv_kernel[(NV, NT, B * H)](q, k, v, do, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, h, dh, d_v, scale, T, NCH,
+                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **vtypes, BKF=BK, BVF=BV_full,
+                                   num_warps=til.grad_warps, num_stages=til.grad_stages)
+    _dgradk_kernel[(NT, B * H)](q, k, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g, scale, T, NCH,
+                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
+                               num_warps=til.grad_warps, num_stages=til.grad_stages)
     return dict(q=d_q, k=d_k, v=d_v, g=d_g, initial_state=dh0)
 
 
 class _Chunk(torch.autograd.Function):
-    """Forward as _forward.  With TILING keep_forward (and the split schedule) the
-    forward's intra tiles and chunk states are kept for the backward, which then does not
-    recompute them (memory: the states are B x NT x H x K x V in the input dtype);
-    otherwise the backward recomputes them from the saved inputs."""
+    """Forward as _forward.  With TILING keep_forward the forward's intra tiles and chunk
+    states are kept for the backward, which then does not recompute them (memory: the
+    states are B x NT x H x K x V in the input dtype); otherwise the backward recomputes
+    them from the saved inputs."""
 
     @staticmethod
     def forward(ctx, q, k, v, g, scale, initial_state, output_final_state):
-        keep = bool(effective_tiling(TILING, q.dtype, q.shape[-1], v.shape[-1]).get("keep_forward"))
+        keep = TILING.keep_forward
         o, ht, *kept = _forward(q, k, v, g, scale, initial_state, output_final_state, keep=keep)
         kept = kept[0] if kept else None
         ctx.kept = list(kept) if kept else []
@@ -631,13 +576,15 @@ class _Chunk(torch.autograd.Function):
 def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False):
     """S_t = S_{t-1} Diag(exp g_t) + v_t k_t^T,  o_t = S_t q_t
 
-    Shapes (FLA's layout): q [B, T, H, K], k [B, T, H, K], v [B, T, H, V], g [B, T, H, K] (log decay); initial_state and the returned final
+    Shapes (FLA's layout): q [B, T, H, K], k [B, T, H, K], v [B, T, H, V], g [B, T, H, K] (log decay); initial_state and
+    the returned final
     state are [B, H, K, V] float32.  ``scale`` multiplies q (default K ** -0.5).
     Returns ``(o, final_state)``; final_state is None unless output_final_state.
     Differentiable (torch.autograd) in every tensor argument and initial_state; a
     gradient on the final state is accepted.
     """
-    (q, k, v, g), scale, initial_state = check_args("chunk_gla", ARGS, (q, k, v, g), scale, initial_state, output_final_state)
+    (q, k, v, g), scale, initial_state = check_args(
+        "chunk_gla", ARGS, (q, k, v, g), scale, initial_state, output_final_state)
     if needs_grad((q, k, v, g), initial_state):
         return _Chunk.apply(q, k, v, g, scale, initial_state, output_final_state)
     return _forward(q, k, v, g, scale, initial_state, output_final_state)

@@ -3,15 +3,25 @@
 # (both checked to hold when this file was generated). Regenerate with `chunkproof gen`.
 """chunk_kda: forward kernels printed from the verified chunk form.
 
-Recurrence (state V x K, q already scaled): S_t = S_{t-1} Diag(exp g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t
+Recurrence (state V x K, q already scaled): S_t = S_{t-1} Diag(exp g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T, o_t =
+S_t q_t
 """
+import contextlib
+
 import torch
 import triton
 import triton.language as tl
 
-from ._runtime import _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads, effective_tiling, explains_resources, grad_launches, kernel_types, needs_grad, refuse_grad  # noqa: F401
+from ._runtime import (  # noqa: F401
+    Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads,
+    effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
 
-TILING = {'BT': 64, 'BV': 64, 'scan_warps': 8, 'scan_stages': 2, 'prep_warps': 4, 'prep_stages': 1, 'grad_BV': 64, 'grad_warps': 8, 'grad_stages': 1, 'grad_groups': None, 'grad_dots': 'tf32', 'grad_split': True, 'gradk_warps': None, 'grad_ksplit': 32, 'dstate_hoist': True, 'dstate_dots': None, 'out_warps': 4, 'out_stages': 2, 'computed_dots': 'tf32_mixed', 'inverse16': 'tf32', 'gate_products': 'stable', 'grad_gate_products': None, 'grad_gprec': None, 'gradv_dots': None, 'fp32_products': 'ieee', 'schedule': 'split', 'keep_forward': True, 'fp32': {'scan_stages': 1, 'out_stages': 1, 'BV': 32, 'BT': 32}, 'fp32_wide': {'BV': 16}}
+# the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
+# block of code with tiling_override, never by assignment from outside
+TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
+        grad_BV=64, grad_BK=32, grad_warps=8, grad_stages=1, forward_dots='tf32_mixed', reverse_dots='tf32_mixed',
+        gradv_dots='tf32', grad_dots='tf32', grad_gated='tf32', keep_forward=True, fp32_BT=32, fp32_BV=32,
+        fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["At", "Gamma"]
@@ -22,7 +32,7 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -39,98 +49,62 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    b_Alpha_log = tl.load(g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Alpha_log_last = tl.load(g + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
+    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
+            & (o_v < V)[None, :], other=0.)
+    b_Alpha_log = tl.load(g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Alpha_log_last = tl.load(g + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
-    # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)
+    # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right)   [program kda_chunk, under claims kda.O, kda.S]
     b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
     b_Gamma = tl.exp(b_Gamma_log)
-    # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S] (its gate factor,
+    #   in log space)
     b_Kl_f = b_Gamma_log
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S] (its gate
+    #   factor, in log space)
     b_Kr_f = (-b_Gamma_log)
-    # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)  (kept as its diagonal)
+    # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) [program kda_chunk, under claims kda.O, kda.S] (kept as its
+    #   diagonal)
     b_DB = b_Beta
-    # Xt = \mathbf{I} + \text{Diag}(\boldsymbol{\beta}_{[t]}) \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)
-    b_Xt = (tl.where(m_eye, 1.0, 0.) + (b_DB * _masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC)))
-    # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}
+    # Xt = \mathbf{I} + \text{Diag}(\boldsymbol{\beta}_{[t]}) \left(\overleftarrow{\mathbf{K}_{[t]}}
+    #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right) [program kda_chunk, under claims kda.O,
+    #   kda.S]
+    b_Xt = (tl.where(m_eye, 1.0, 0.)
+            + (b_DB
+            * _masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2,
+            GPREC)))
+    # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}   [program kda_chunk, under claims kda.O, kda.S]
     b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
-    # W = \widetilde{\mathbf{A}}_{[t]} \text{Diag}(\boldsymbol{\beta}_{[t]}) \overleftarrow{\mathbf{K}_{[t]}}
+    # W = \widetilde{\mathbf{A}}_{[t]} \text{Diag}(\boldsymbol{\beta}_{[t]}) \overleftarrow{\mathbf{K}_{[t]}} [program
+    #   kda_chunk, under claims kda.O, kda.S]
     b_W = tl.dot((b_At * tl.trans(b_DB)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2), input_precision=PREC2)
-    # U = \widetilde{\mathbf{A}}_{[t]} \text{Diag}(\boldsymbol{\beta}_{[t]}) \mathbf{V}_{[t]}
+    # U = \widetilde{\mathbf{A}}_{[t]} \text{Diag}(\boldsymbol{\beta}_{[t]}) \mathbf{V}_{[t]} [program kda_chunk, under
+    #   claims kda.O, kda.S]
     b_U = tl.dot((b_At * tl.trans(b_DB)).to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3)
 
-    tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(out_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), b_At.to(out_At.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
-    tl.store(out_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(out_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_U.to(out_U.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(out_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            b_At.to(out_At.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
+    tl.store(out_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(out_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
+            b_U.to(out_U.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
 
-# T and the two flags are runtime values: fewer specialisations, fewer compiles
-@triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
-def _scan_kernel(q, k, in_Gamma, in_W, in_U, o, h0, ht, scale, T,
-                 H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                 PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, use_h0, store_ht):
-    # one program per (V block, batch*head), sequential over chunks; b_s is S_[t-1]^C (V x K)
-    i_v, i_bh = tl.program_id(0), tl.program_id(1)
-    i_b, i_h = i_bh // H, i_bh % H
-    bos = i_b.to(tl.int64) * T
-    o_t = tl.arange(0, BT)
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_incl = o_t[:, None] >= o_t[None, :]
-    m_strict = o_t[:, None] > o_t[None, :]
-    m_upper = o_t[:, None] <= o_t[None, :]
-    m_eye = o_t[:, None] == o_t[None, :]
-    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
-    p_s = i_bh.to(tl.int64) * K * V + o_k[None, :] * V + o_v[:, None]
-    b_s = tl.zeros([BV, BK], dtype=tl.float32)
-    if use_h0 != 0:
-        b_s += tl.load(h0 + p_s, mask=m_s, other=0.)
-    for i_t in range(0, tl.cdiv(T, BT)):
-        r_t = i_t * BT + o_t
-        m_r = r_t < T
-        n_r = tl.minimum(T - i_t * BT, BT)
-        m_last = (o_t == n_r - 1)[:, None]
-        m_mid = (o_t == n_r // 2)[:, None]
-        b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-        b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-        b_U = tl.load(in_U + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        # gC = \mathbf{\Gamma}_{[t]}^{C}
-        b_gC_log = tl.trans(b_Gamma_log_last)
-        b_gC = tl.exp(b_gC_log)
-        # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-        b_Ql_f = b_Gamma_log
-        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-        b_Kr_f = (-b_Gamma_log)
-        # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
-        b_Vnew = (b_U - tl.dot(b_W.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3))
-        # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],new}   [claim kda.O, 001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 34, row 5]
-        b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), tl.trans(b_s).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC).to(DT2).to(CT2), b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
-        # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],new}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim kda.S, 001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 25, row 4]
-        b_S = ((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
-
-        tl.store(o + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-        b_s = b_S
-    if store_ht != 0:
-        tl.store(ht + p_s, b_s, mask=m_s)
-
-
-# the split schedule: the scan carries only the state and writes S_[t-1]^C of every chunk
-# to h; the outputs are then computed for all chunks in parallel
+# T and the two flags are runtime values: fewer specialisations, fewer compiles.  The
+# scan carries the state and writes S_[t-1]^C of every chunk to h; the outputs are then
+# computed for all chunks in parallel
 @triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
 def _state_kernel(k, in_Gamma, in_W, in_U, h, h0, ht, scale, T,
                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, use_h0, store_ht):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, use_h0, store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -154,20 +128,30 @@ def _state_kernel(k, in_Gamma, in_W, in_U, h, h0, ht, scale, T,
         m_last = (o_t == n_r - 1)[:, None]
         m_mid = (o_t == n_r // 2)[:, None]
         tl.store(h + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_s.to(h.dtype.element_ty), mask=m_s)
-        b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-        b_U = tl.load(in_U + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        # gC = \mathbf{\Gamma}_{[t]}^{C}
+        b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
+                other=0.)
+        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :],
+                mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
+                mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
+                & (o_k < K)[None, :], other=0.)
+        b_U = tl.load(in_U + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None]
+                & (o_v < V)[None, :], other=0.)
+        # gC = \mathbf{\Gamma}_{[t]}^{C}   [program kda_chunk, under claims kda.O, kda.S]
         b_gC_log = tl.trans(b_Gamma_log_last)
-        b_gC = tl.exp(b_gC_log)
-        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S] (its gate
+        #   factor, in log space)
         b_Kr_f = (-b_Gamma_log)
-        # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
+        # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top [program kda_chunk, under claims
+        #   kda.O, kda.S]
         b_Vnew = (b_U - tl.dot(b_W.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3))
-        # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],new}^\top \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)   [claim kda.S, 001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 25, row 4]
-        b_S = ((b_s * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
+        # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \mathbf{V}_{[t],new}^\top
+        #   \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [claim kda.S,
+        #   001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 25, row 4]
+        b_S = ((b_s * tl.exp(tl.trans(b_gC_log)))
+                + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2),
+                (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), input_precision=PREC2))
 
         b_s = b_S
     if store_ht != 0:
@@ -179,7 +163,7 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
                 H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr):
+                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -199,88 +183,49 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     b_s = tl.load(h + ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
-    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
+            + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
+            mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
+    b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
+            & (o_v < V)[None, :], other=0.)
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S] (its gate factor,
+    #   in log space)
     b_Ql_f = b_Gamma_log
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S] (its gate
+    #   factor, in log space)
     b_Kr_f = (-b_Gamma_log)
-    # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
+    # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top [program kda_chunk, under claims kda.O,
+    #   kda.S]
     b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
-    # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],new}   [claim kda.O, 001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 34, row 5]
-    b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3) + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC).to(DT2).to(CT2), b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
+    # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}}
+    #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],new} [claim kda.O,
+    #   001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 34, row 5]
+    b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3)
+            + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2,
+            GPREC).to(DT2).to(CT2),
+            b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
 
-    tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-
-
-
-# the backward's reverse scan (issue 4, first stage): delta S_[t-1]^C from delta S_[t]^C
-# and delta O_[t], from the last chunk down; writes delta S_[t]^C of every chunk to dh
-# and the initial state's gradient to dh0.  V-blocked like the state scan.
-@triton.jit(do_not_specialize=["T", "use_dht"])
-def _dstate_kernel(q, k, do, in_Gamma, in_W, dh, dht, dh0, scale, T,
-                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, use_dht):
-    i_v, i_bh = tl.program_id(0), tl.program_id(1)
-    i_b, i_h = i_bh // H, i_bh % H
-    bos = i_b.to(tl.int64) * T
-    o_t = tl.arange(0, BT)
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_incl = o_t[:, None] >= o_t[None, :]
-    m_strict = o_t[:, None] > o_t[None, :]
-    m_upper = o_t[:, None] <= o_t[None, :]
-    m_eye = o_t[:, None] == o_t[None, :]
-    NT = tl.cdiv(T, BT)
-    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
-    p_s = o_k[None, :] * V + o_v[:, None]
-    b_ds = tl.zeros([BV, BK], dtype=tl.float32)
-    if use_dht != 0:
-        b_ds += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s, mask=m_s, other=0.)
-    for i_r in range(0, NT):
-        i_t = NT - 1 - i_r
-        r_t = i_t * BT + o_t
-        m_r = r_t < T
-        n_r = tl.minimum(T - i_t * BT, BT)
-        m_last = (o_t == n_r - 1)[:, None]
-        m_mid = (o_t == n_r // 2)[:, None]
-        tl.store(dh + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
-        b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-        b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-        # gC = \mathbf{\Gamma}_{[t]}^{C}
-        b_gC_log = tl.trans(b_Gamma_log_last)
-        b_gC = tl.exp(b_gC_log)
-        # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-        b_Ql_f = b_Gamma_log
-        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-        b_Kr_f = (-b_Gamma_log)
-        # dU = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-        b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
-        # dS_prev = \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \delta \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}_{[t]}} - \delta \mathbf{U}_{[t]}^\top \mathbf{W}_{[t]}   [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
-        b_dS_prev = (((b_ds * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), input_precision=PREC3)) - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W.to(DT3).to(CT3), input_precision=PREC3))
-
-        b_ds = b_dS_prev
-    tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s, b_ds, mask=m_s)
+    tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty),
+            mask=m_r[:, None] & (o_v < V)[None, :])
 
 
-# the reverse scan with its state-free C x V products computed first, for all chunks in
-# parallel (TILING dstate_hoist): the sequential loop keeps only what reads delta S
+
+# the reverse scan's state-free C x V products, for all chunks in parallel (the
+# intra-chunk part of delta U): the sequential loop below keeps only what reads delta S
 @triton.jit(do_not_specialize=["T"])
 def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
                        H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                        BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                        DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                       PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, BVF: tl.constexpr):
+                       PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); BVF: the padded V of the tiles written
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -298,28 +243,43 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
-    p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
-    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    p_c = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
+    b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
+            & (o_v < V)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
+            + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
+            mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S] (its gate factor,
+    #   in log space)
     b_Ql_f = b_Gamma_log
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S] (its gate
+    #   factor, in log space)
     b_Kr_f = (-b_Gamma_log)
-    # hr0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-    b_hr0 = tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3)
+    # hr0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top
+    #   \delta \mathbf{O}_{[t]} [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于 \(\delta
+    #   \mathbf{\Gamma}_{[t]}\)]
+    b_hr0 = tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT,
+            DT2, CT2, GPREC)).to(DT3).to(CT3),
+            b_dO.to(DT3).to(CT3), input_precision=PREC3)
 
-    tl.store(w_hr0 + p_r * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0)
+    tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0)
 
 
+# the backward's reverse scan: delta S_[t-1]^C from delta S_[t]^C and delta O_[t], from
+# the last chunk down; writes delta S_[t]^C of every chunk to dh and the initial state's
+# gradient to dh0.  V-blocked like the state scan.
 @triton.jit(do_not_specialize=["T", "use_dht"])
 def _dstateh_kernel(q, k, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
                     H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, BVF: tl.constexpr, use_dht):
+                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, BVF: tl.constexpr, use_dht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -344,144 +304,60 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
         m_last = (o_t == n_r - 1)[:, None]
         m_mid = (o_t == n_r // 2)[:, None]
         tl.store(dh + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
-        p_r = (i_b * NT + i_t).to(tl.int64) * H + i_h
-        b_hr0 = tl.load(r_hr0 + p_r * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
-        b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-        b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-        # gC = \mathbf{\Gamma}_{[t]}^{C}
+        p_c = (i_b * NT + i_t).to(tl.int64) * H + i_h
+        b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
+                other=0.)
+        b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
+                other=0.).to(tl.float32) * scale
+        b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
+                other=0.)
+        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
+                other=0.)
+        b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :],
+                mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
+                mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
+                & (o_k < K)[None, :], other=0.)
+        # gC = \mathbf{\Gamma}_{[t]}^{C}   [program kda_chunk, under claims kda.O, kda.S]
         b_gC_log = tl.trans(b_Gamma_log_last)
-        b_gC = tl.exp(b_gC_log)
-        # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+        # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S] (its gate
+        #   factor, in log space)
         b_Ql_f = b_Gamma_log
-        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S] (its gate
+        #   factor, in log space)
         b_Kr_f = (-b_Gamma_log)
-        # dU = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]})
-        b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + b_hr0)
-        # dS_prev = \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \delta \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}_{[t]}} - \delta \mathbf{U}_{[t]}^\top \mathbf{W}_{[t]}   [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
-        b_dS_prev = (((b_ds * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), input_precision=PREC3)) - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W.to(DT3).to(CT3), input_precision=PREC3))
+        # dU = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta
+        #   \mathbf{S}_{[t]}^{C}}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top
+        #   \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}) [claim kda.dU, 001_ba6c617d0f1bc209.txt §对于
+        #   \(\delta \mathbf{U}_{[t]}\), line 69, row 1]
+        b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2),
+                input_precision=PREC2)
+                + b_hr0)
+        # dS_prev = \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \delta
+        #   \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}_{[t]}} - \delta \mathbf{U}_{[t]}^\top \mathbf{W}_{[t]}
+        #   [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
+        b_dS_prev = (((b_ds * tl.exp(tl.trans(b_gC_log)))
+                + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), input_precision=PREC3))
+                - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W.to(DT3).to(CT3), input_precision=PREC3))
 
         b_ds = b_dS_prev
     tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s, b_ds, mask=m_s)
 
 
-
-# the backward's gradients, per chunk in parallel: every argument's gradient from its
-# verified claim, given S_[t-1]^C (the forward's h) and delta S_[t]^C (the reverse scan's dh).
-# V-blocked: a gradient that sums over V (all but v's) is written by V block i_v to slice
-# i_v of a [NV, ...] buffer and the slices are summed after the launch.  That sum is the
-# gradient because every gradient is linear in the cotangents, and the forward never
-# contracts over V, so each term pairs V-blocked tiles of one block only.
-@triton.jit(do_not_specialize=["T", "NTOK"])
-def _dgrad_kernel(q, k, v, beta, do, in_Gamma, in_At, in_W, in_U, h, dh, d_q, d_k, d_v, d_g, d_beta, scale, T, NTOK,
-                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, GO: tl.constexpr):
-    # one program per (V block, chunk, batch*head); NTOK = B * T * H.  GO: which
-    # gradients this launch computes (bit i: argument i); the math the others alone need
-    # is dead code and compiled away (TILING grad_groups: fewer live tiles per kernel)
-    i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    i_b, i_h = i_bh // H, i_bh % H
-    bos = i_b.to(tl.int64) * T
-    o_t = tl.arange(0, BT)
-    o_k = tl.arange(0, BK)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_incl = o_t[:, None] >= o_t[None, :]
-    m_strict = o_t[:, None] > o_t[None, :]
-    m_upper = o_t[:, None] <= o_t[None, :]
-    m_eye = o_t[:, None] == o_t[None, :]
-    r_t = i_t * BT + o_t
-    m_r = r_t < T
-    n_r = tl.minimum(T - i_t * BT, BT)
-    m_last = (o_t == n_r - 1)[:, None]
-    m_mid = (o_t == n_r // 2)[:, None]
-    d_q += i_v.to(tl.int64) * NTOK * K
-    d_k += i_v.to(tl.int64) * NTOK * K
-    d_g += i_v.to(tl.int64) * NTOK * K
-    d_beta += i_v.to(tl.int64) * NTOK
-    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
-    p_hs = ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
-    b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
-    b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
-    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
-    b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
-    b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    # gC = \mathbf{\Gamma}_{[t]}^{C}
-    b_gC_log = tl.trans(b_Gamma_log_last)
-    b_gC = tl.exp(b_gC_log)
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
-    # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Kl_f = b_Gamma_log
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Kr_f = (-b_Gamma_log)
-    # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)  (kept as its diagonal)
-    b_DB = b_Beta
-    # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
-    b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
-    # dQl = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}}
-    b_dQl = (tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) + tl.dot(tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
-    # dU = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}
-    b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, GS, BT, DT2, CT2, GPREC)).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
-    # dW = \left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C}
-    b_dW = tl.dot((-b_dU).to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
-    # dAt = \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}(\boldsymbol{\beta}_{[t]}) + \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top \text{Diag}(\boldsymbol{\beta}_{[t]})
-    b_dAt = ((tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_DB)) + (tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3) * tl.trans(b_DB)))
-    # dXt = \left(-\widetilde{\mathbf{A}}_{[t]}^\top\right) \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
-    b_dXt = tl.dot(tl.dot((-tl.trans(b_At)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2)
-    # dKl = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}}
-    b_dKl = (tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_strict, (b_DB * b_dXt), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
-    # dKr = \mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \left(\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{K}_{[t]}}
-    b_dKr = (((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(tl.where(m_incl, tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.trans(tl.where(m_strict, (b_DB * b_dXt), 0.)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2), input_precision=PREC2))
-    # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
-    b_dQ = ((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * tl.exp(b_Gamma_log)) + _masked_mix(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3), b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
-    # dDB = \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top + \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top + \delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top
-    b_dDB = ((tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)) + tl.dot(b_dXt.to(DT2).to(CT2), tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC)).to(DT2).to(CT2), input_precision=PREC2))
-    # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim kda.dQ, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{Q}_{[t]}\), line 127, row 2]
-    b_g_q = b_dQ
-    # g_k = \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} + \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim kda.dK, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{K}_{[t]}\), line 245, row 1]
-    b_g_k = (((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, GPREC)) + (((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)))
-    # g_v = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]}   [claim kda.dV, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{V}_{[t]}\), line 134, row 1]
-    b_g_v = tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
-    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left(\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top\right)   [claim kda.dlogAlpha_grouped, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
-    b_g_g = tl.cumsum((((b_dQ * b_Q) + ((((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, GPREC)) * b_K) - ((((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3)), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) * b_K))) + tl.where(m_last, tl.trans(((tl.sum(tl.trans(b_s) * tl.trans(b_ds), axis=1, keep_dims=True) * tl.exp(b_gC_log)) + tl.sum(tl.trans((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2) * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)), axis=0, reverse=True)
-    # g_beta = \text{diag}\left(\delta \text{Diag}(\boldsymbol{\beta}_{[t]})\right)   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2) * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)) + tl.sum(b_dXt * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC))), axis=1, keep_dims=True))
-
-    if (GO >> 0) & 1:
-        tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    if (GO >> 1) & 1:
-        tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    if (GO >> 2) & 1:
-        tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    if (GO >> 3) & 1:
-        tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    if (GO >> 4) & 1:
-        tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty), mask=m_r)
-
-
-# the gradient stage split in two (TILING grad_split): the V kernel computes the
-# gradients with a V dimension and writes each V reduction the others read (a product
-# or diagonal that sums over V, in the claims as printed above) per V block; the K
-# kernel reads them summed over the blocks and never touches a tile with a V dimension,
-# so neither holds the other's tiles (fewer registers, no spills across the whole chain)
+# the backward's gradients, per chunk in parallel, each from its verified claim.  The V
+# kernel, V-blocked, computes the gradients with a V dimension, given S_[t-1]^C (the
+# forward's h) and delta S_[t]^C (the reverse scan's dh), and writes each V reduction
+# the others read (a product or diagonal that sums over V, as printed in the claims) per
+# V block; the kernels after it read them summed over the blocks and never touch a tile
+# with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_W, in_U, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_hr0, scale, T, NCH,
+def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_W, in_U, r_hr0, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5, w_vr6,
+        h, dh, d_v, scale, T, NCH,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -503,159 +379,89 @@ def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_W, in_U, h, dh, d_v, r_vr
     p_hs = ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
-    # the reverse scan's parallel tiles (its intra-chunk part of delta U), read, not formed
-    # again; columns past V were never written (its V blocks may be narrower than BV_full)
-    p_h = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
-    b_hr0 = tl.load(r_hr0 + p_h * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+    p_c = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
+    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
+            & (o_v < V)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
-    b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
-    b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-    # gC = \mathbf{\Gamma}_{[t]}^{C}
+    b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
+            & (o_v < V)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
+            + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
+            mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+    b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
+    b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
+            & (o_v < V)[None, :], other=0.)
+    # gC = \mathbf{\Gamma}_{[t]}^{C}   [program kda_chunk, under claims kda.O, kda.S]
     b_gC_log = tl.trans(b_Gamma_log_last)
-    b_gC = tl.exp(b_gC_log)
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S] (its gate
+    #   factor, in log space)
     b_Kr_f = (-b_Gamma_log)
-    # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)  (kept as its diagonal)
+    # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) [program kda_chunk, under claims kda.O, kda.S] (kept as its
+    #   diagonal)
     b_DB = b_Beta
-    # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top
+    # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top [program kda_chunk, under claims kda.O,
+    #   kda.S]
     b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
-    # dU = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta \mathbf{S}_{[t]}^{C}}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]})
-    b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + b_hr0)
-    # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}
+    # dU = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) {\delta
+    #   \mathbf{S}_{[t]}^{C}}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top
+    #   \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}) [claim kda.dU, 001_ba6c617d0f1bc209.txt §对于 \(\delta
+    #   \mathbf{U}_{[t]}\), line 69, row 1]
+    b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2),
+            input_precision=PREC2)
+            + b_hr0)
+    # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim kda.dQl, 001_ba6c617d0f1bc209.txt §对于 \(\delta
+    #   \mathbf{Q}_{[t]}\), line 118, row 1]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
-    # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top
+    # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top [claim kda.dQl, 001_ba6c617d0f1bc209.txt §对于 \(\delta
+    #   \mathbf{Q}_{[t]}\), line 118, row 1]
     b_vr1 = tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3)
-    # vr2 = \left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C}
+    # vr2 = \left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C} [claim kda.dW, 001_ba6c617d0f1bc209.txt
+    #   §对于 \(\delta \mathbf{W}_{[t]}\), line 87, row 1]
     b_vr2 = tl.dot((-b_dU).to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
-    # vr3 = \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top
+    # vr3 = \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top [claim kda.dAt, 001_ba6c617d0f1bc209.txt §对于 \(\delta
+    #   \widetilde{\mathbf{A}}_{[t]}\) \(\delta \widetilde{\mathbf{X}}_{[t]}\), line 143, row 1]
     b_vr3 = tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
-    # vr4 = \mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}
+    # vr4 = \mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} [claim kda.dKr.corrected, 001_ba6c617d0f1bc209.txt §对于
+    #   \(\delta \mathbf{K}_{[t]}\), line 230, row 1]
     b_vr4 = tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
-    # vr5 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)
+    # vr5 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right) [claim
+    #   kda.dlogAlpha_grouped, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
     b_vr5 = tl.sum(tl.trans(b_s) * tl.trans(b_ds), axis=1, keep_dims=True)
     # vr6 = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)
-    b_vr6 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2) * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
-    # g_v = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]}   [claim kda.dV, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{V}_{[t]}\), line 134, row 1]
+    #   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
+    b_vr6 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
+            * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
+    # g_v = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} [claim
+    #   kda.dV, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{V}_{[t]}\), line 134, row 1]
     b_g_v = tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
 
-    tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    p_r = i_v.to(tl.int64) * NCH + (i_b * tl.cdiv(T, BT) + i_t) * H + i_h
-    tl.store(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
-    tl.store(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
-    tl.store(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
-    tl.store(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
-    tl.store(r_vr4 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr4)
-    tl.store(r_vr5 + p_r * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr5)
-    tl.store(r_vr6 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr6)
+    tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
+            b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr4)
+    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr5)
+    tl.store(w_vr6 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr6)
 
 
-@triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradk_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, d_q, d_k, d_g, d_beta, scale, T, NCH,
-                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
-                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
-                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
-    # one program per (chunk, batch*head): the V reductions summed over the NV blocks
-    i_t, i_bh = tl.program_id(0), tl.program_id(1)
-    i_b, i_h = i_bh // H, i_bh % H
-    bos = i_b.to(tl.int64) * T
-    o_t = tl.arange(0, BT)
-    o_k = tl.arange(0, BK)
-    o_v = 0 * BV + tl.arange(0, BV)
-    m_incl = o_t[:, None] >= o_t[None, :]
-    m_strict = o_t[:, None] > o_t[None, :]
-    m_upper = o_t[:, None] <= o_t[None, :]
-    m_eye = o_t[:, None] == o_t[None, :]
-    r_t = i_t * BT + o_t
-    m_r = r_t < T
-    n_r = tl.minimum(T - i_t * BT, BT)
-    m_last = (o_t == n_r - 1)[:, None]
-    m_mid = (o_t == n_r // 2)[:, None]
-    o_one = tl.zeros([1], dtype=tl.int32)
-    p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr1 = tl.load(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    for i_r in tl.static_range(1, NV):
-        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr2 = tl.load(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr3 = tl.load(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    for i_r in tl.static_range(1, NV):
-        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr4 = tl.load(r_vr4 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    for i_r in tl.static_range(1, NV):
-        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr5 = tl.load(r_vr5 + p_r * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
-    for i_r in tl.static_range(1, NV):
-        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_r) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
-    b_vr6 = tl.load(r_vr6 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
-    for i_r in tl.static_range(1, NV):
-        b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_r) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
-
-    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
-    # gC = \mathbf{\Gamma}_{[t]}^{C}
-    b_gC_log = tl.trans(b_Gamma_log_last)
-    b_gC = tl.exp(b_gC_log)
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
-    # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Kl_f = b_Gamma_log
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
-    b_Kr_f = (-b_Gamma_log)
-    # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)  (kept as its diagonal)
-    b_DB = b_Beta
-    # dQl = (\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}}
-    b_dQl = (b_vr0 + tl.dot(tl.where(m_incl, b_vr1, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
-    # dW = (\left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C})
-    b_dW = b_vr2
-    # dAt = \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}(\boldsymbol{\beta}_{[t]}) + (\delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top) \text{Diag}(\boldsymbol{\beta}_{[t]})
-    b_dAt = ((tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_DB)) + (b_vr3 * tl.trans(b_DB)))
-    # dXt = \left(-\widetilde{\mathbf{A}}_{[t]}^\top\right) \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
-    b_dXt = tl.dot(tl.dot((-tl.trans(b_At)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2)
-    # dKl = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}}
-    b_dKl = (tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_strict, (b_DB * b_dXt), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
-    # dKr = (\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{K}_{[t]}}
-    b_dKr = (((b_vr4 * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(tl.where(m_incl, b_vr1, 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.trans(tl.where(m_strict, (b_DB * b_dXt), 0.)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2), input_precision=PREC2))
-    # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
-    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
-    # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim kda.dQ, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{Q}_{[t]}\), line 127, row 2]
-    b_g_q = b_dQ
-    # g_k = \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} + \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim kda.dK, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{K}_{[t]}\), line 245, row 1]
-    b_g_k = (((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, GPREC)) + (((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)))
-    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top\right)   [claim kda.dlogAlpha_grouped, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
-    b_g_g = tl.cumsum((((b_dQ * b_Q) + ((((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, GPREC)) * b_K) - ((((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) * b_K))) + tl.where(m_last, tl.trans(((b_vr5 * tl.exp(b_gC_log)) + tl.sum(tl.trans((b_vr4 * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)), axis=0, reverse=True)
-    # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top\right)   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC))), axis=1, keep_dims=True))
-
-    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty), mask=m_r)
-
-
-# the K kernel once more in two (TILING grad_ksplit): the C kernel computes the C x C
-# tiles (and the gradients without a K dimension) that depend on whole K rows, the KB
-# kernel, blocked over K, computes the gradients with a K dimension from them
+# the C kernel computes the C x C tiles that depend on whole K rows (and the gradients
+# without a K dimension); the KB kernel, blocked over K, the gradients with one from them
 @triton.jit(do_not_specialize=["T", "NCH"])
 def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta, scale, T, NCH,
                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -673,39 +479,69 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
-    p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
-    b_vr2 = tl.load(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    p_c = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr3 = tl.load(r_vr3 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr3 = tl.load(r_vr3 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr6 = tl.load(r_vr6 + p_r * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_vr6 = tl.load(r_vr6 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_r) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
-
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+        b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
-    # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
+            + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
+            mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+    # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S] (its gate factor,
+    #   in log space)
     b_Kl_f = b_Gamma_log
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S] (its gate
+    #   factor, in log space)
     b_Kr_f = (-b_Gamma_log)
-    # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)  (kept as its diagonal)
+    # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) [program kda_chunk, under claims kda.O, kda.S] (kept as its
+    #   diagonal)
     b_DB = b_Beta
-    # dW = (\left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C})
+    # dW = (\left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C}) [claim kda.dW, 001_ba6c617d0f1bc209.txt
+    #   §对于 \(\delta \mathbf{W}_{[t]}\), line 87, row 1]
     b_dW = b_vr2
-    # dAt = \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}(\boldsymbol{\beta}_{[t]}) + (\delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top) \text{Diag}(\boldsymbol{\beta}_{[t]})
-    b_dAt = ((tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2), input_precision=PREC2) * tl.trans(b_DB)) + (b_vr3 * tl.trans(b_DB)))
-    # dXt = \left(-\widetilde{\mathbf{A}}_{[t]}^\top\right) \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
-    b_dXt = tl.dot(tl.dot((-tl.trans(b_At)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2), tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2)
-    # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]} \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right)^\top\right)   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True) + b_vr6) + tl.sum(b_dXt * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, GS, BT, DT2, CT2, GPREC))), axis=1, keep_dims=True))
+    # dAt = \delta \mathbf{W}_{[t]} \overleftarrow{\mathbf{K}_{[t]}}^\top \text{Diag}(\boldsymbol{\beta}_{[t]}) +
+    #   (\delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top) \text{Diag}(\boldsymbol{\beta}_{[t]}) [claim kda.dAt,
+    #   001_ba6c617d0f1bc209.txt §对于 \(\delta \widetilde{\mathbf{A}}_{[t]}\) \(\delta
+    #   \widetilde{\mathbf{X}}_{[t]}\), line 143, row 1]
+    b_dAt = ((tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2),
+            input_precision=PREC2)
+            * tl.trans(b_DB))
+            + (b_vr3 * tl.trans(b_DB)))
+    # dXt = \left(-\widetilde{\mathbf{A}}_{[t]}^\top\right) \delta \widetilde{\mathbf{A}}_{[t]}
+    #   \widetilde{\mathbf{A}}_{[t]}^\top [claim kda.dXt, 001_ba6c617d0f1bc209.txt §对于 \(\delta
+    #   \widetilde{\mathbf{A}}_{[t]}\) \(\delta \widetilde{\mathbf{X}}_{[t]}\), line 155, row 1]
+    b_dXt = tl.dot(tl.dot((-tl.trans(b_At)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2),
+            input_precision=PREC2).to(DT2).to(CT2),
+            tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2)
+    # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]}
+    #   \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta
+    #   \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]}
+    #   \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot
+    #   \mathbf{M}_{-1}\right)^\top\right) [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta
+    #   \boldsymbol{\beta}_{[t]}\), line 310, row 3]
+    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2)
+            * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True)
+            + b_vr6)
+            + tl.sum(b_dXt
+            * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True,
+            BT, DT2, CT2, GPREC))),
+            axis=1, keep_dims=True))
 
-    tl.store(w_dXt + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
-    tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty), mask=m_r)
+    tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
+    tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty),
+            mask=m_r)
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
@@ -713,9 +549,8 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
                     H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                    PREC3: tl.constexpr, IPREC: tl.constexpr, GS: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
-    # one program per (K block of BK, chunk, batch*head); BKF: the padded K of the tiles
-    # in memory
+                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+    # one program per (K block of BK, chunk, batch*head); BKF: the padded K of the tiles in memory
     i_k, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     bos = i_b.to(tl.int64) * T
@@ -732,104 +567,147 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
-    p_r = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    p_c = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr1 = tl.load(r_vr1 + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_r) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr2 = tl.load(r_vr2 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr4 = tl.load(r_vr4 + p_r * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr4 = tl.load(r_vr4 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_r) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr5 = tl.load(r_vr5 + p_r * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr5 = tl.load(r_vr5 + p_c * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
-        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_r) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
-    b_dXt = tl.load(r_dXt + p_r * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-
-    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+    b_dXt = tl.load(r_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
-    # gC = \mathbf{\Gamma}_{[t]}^{C}
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
+            + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
+            mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+    # gC = \mathbf{\Gamma}_{[t]}^{C}   [program kda_chunk, under claims kda.O, kda.S]
     b_gC_log = tl.trans(b_Gamma_log_last)
-    b_gC = tl.exp(b_gC_log)
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S] (its gate factor,
+    #   in log space)
     b_Ql_f = b_Gamma_log
-    # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S] (its gate factor,
+    #   in log space)
     b_Kl_f = b_Gamma_log
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]}  (its gate factor, in log space)
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S] (its gate
+    #   factor, in log space)
     b_Kr_f = (-b_Gamma_log)
-    # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)  (kept as its diagonal)
+    # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) [program kda_chunk, under claims kda.O, kda.S] (kept as its
+    #   diagonal)
     b_DB = b_Beta
-    # dQl = (\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \overrightarrow{\mathbf{K}_{[t]}}
-    b_dQl = (b_vr0 + tl.dot(tl.where(m_incl, b_vr1, 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
-    # dW = (\left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C})
+    # dW = (\left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C}) [claim kda.dW, 001_ba6c617d0f1bc209.txt
+    #   §对于 \(\delta \mathbf{W}_{[t]}\), line 87, row 1]
     b_dW = b_vr2
-    # dKl = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right) \overrightarrow{\mathbf{K}_{[t]}}
-    b_dKl = (tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) + tl.dot(tl.where(m_strict, (b_DB * b_dXt), 0.).to(DT2).to(CT2), (b_K * tl.exp(b_Kr_f)).to(DT2).to(CT2), input_precision=PREC2))
-    # dKr = (\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right)^\top \overleftarrow{\mathbf{Q}_{[t]}} + \left(\text{Diag}(\boldsymbol{\beta}_{[t]}) \delta \widetilde{\mathbf{X}}_{[t]} \odot \mathbf{M}_{-1}\right)^\top \overleftarrow{\mathbf{K}_{[t]}}
-    b_dKr = (((b_vr4 * tl.exp(tl.trans(b_gC_log))) + tl.dot(tl.trans(tl.where(m_incl, b_vr1, 0.)).to(DT2).to(CT2), (b_Q * tl.exp(b_Ql_f)).to(DT2).to(CT2), input_precision=PREC2)) + tl.dot(tl.trans(tl.where(m_strict, (b_DB * b_dXt), 0.)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2), input_precision=PREC2))
-    # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}
-    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, GS, BT, DT2, CT2, GPREC))
-    # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]}   [claim kda.dQ, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{Q}_{[t]}\), line 127, row 2]
+    # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim kda.dQ, 001_ba6c617d0f1bc209.txt
+    #   §对于 \(\delta \mathbf{Q}_{[t]}\), line 127, row 2]
+    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, GPREC))
+    # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim kda.dQ, 001_ba6c617d0f1bc209.txt
+    #   §对于 \(\delta \mathbf{Q}_{[t]}\), line 127, row 2]
     b_g_q = b_dQ
-    # g_k = \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} + \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]}   [claim kda.dK, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{K}_{[t]}\), line 245, row 1]
-    b_g_k = (((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, GPREC)) + (((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)))
-    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \odot \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top \mathbf{1}\right]^\top\right)   [claim kda.dlogAlpha_grouped, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
-    b_g_g = tl.cumsum((((b_dQ * b_Q) + ((((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2) * tl.exp(b_Gamma_log)) + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, GS, BT, DT2, CT2, GPREC)) * b_K) - ((((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))) + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, GS, BT, DT2, CT2, GPREC)) + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, GS, BT, DT2, CT2, GPREC)) * b_K))) + tl.where(m_last, tl.trans(((b_vr5 * tl.exp(b_gC_log)) + tl.sum(tl.trans((b_vr4 * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))), 0.)), axis=0, reverse=True)
+    # g_k = \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} + \delta
+    #   \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} [claim kda.dK, 001_ba6c617d0f1bc209.txt §对于
+    #   \(\delta \mathbf{K}_{[t]}\), line 245, row 1]
+    b_g_k = (((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2)
+            * tl.exp(b_Gamma_log))
+            + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, BT, DT2, CT2, GPREC))
+            + (((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log))))
+            + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, GPREC))
+            + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, GPREC)))
+    # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta
+    #   \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta
+    #   \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} +
+    #   \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right)) \odot
+    #   \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}) \odot
+    #   \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)\right)^\top
+    #   \mathbf{1}\right]^\top\right) [claim kda.dlogAlpha_grouped, 001_ba6c617d0f1bc209.txt §对于 \(\delta
+    #   \mathbf{\Gamma}_{[t]}\)]
+    b_g_g = tl.cumsum((((b_dQ * b_Q)
+            + ((((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2)
+            * tl.exp(b_Gamma_log))
+            + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, BT, DT2, CT2, GPREC))
+            * b_K)
+            - ((((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log))))
+            + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, GPREC))
+            + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, GPREC))
+            * b_K)))
+            + tl.where(m_last,
+            tl.trans(((b_vr5 * tl.exp(b_gC_log))
+            + tl.sum(tl.trans((b_vr4 * (b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log))))))
+            * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))),
+            0.)),
+            axis=0, reverse=True)
 
-    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 
 
+
+
+@contextlib.contextmanager
+def tiling_override(**changes):
+    """TILING with ``changes`` (keys of codegen/tiling.py) for the kernels launched in the
+    block, restored after it; yields the Tiling in force.  An unknown key or a bad value
+    is a ValueError naming it, and nothing changes.  Autograd's backward reads TILING
+    when it runs: run it inside the block too."""
+    global TILING
+    saved = TILING
+    TILING = TILING.replace(**changes)
+    try:
+        yield TILING
+    finally:
+        TILING = saved
 
 
 @explains_resources("chunk_kda", "forward")
 def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=None, keep=False):
     """(o, final state), and with ``keep`` a third item: the tiles the backward would
-    otherwise recompute (the intra kernel's and the split schedule's chunk states h), or
-    None under the fused schedule, which writes no h."""
+    otherwise recompute (the intra kernel's and the chunk states h)."""
     B, T, H, K = q.shape
     V = v.shape[-1]
     til = effective_tiling(TILING, q.dtype, K, V)
-    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
-    types = kernel_types(q.dtype, q.device, til)
+    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV)
+    types = kernel_types(q.dtype, q.device, til.forward_dots)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
     _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
-                                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+                                              num_warps=til.prep_warps, num_stages=til.prep_stages)
 
     o = torch.empty_like(v)
     ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
     h0 = initial_state if initial_state is not None else o
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
-    if til["schedule"] == "fused":
-        _scan_kernel[(triton.cdiv(V, BV), B * H)](q, k, Gamma, W, U, o, h0, ht, scale, T,
-                                                 H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
-                                                 num_warps=til["scan_warps"], num_stages=til["scan_stages"])
-    elif til["schedule"] == "split":
-        NT = triton.cdiv(T, BT)
-        h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-        _state_kernel[(triton.cdiv(V, BV), B * H)](k, Gamma, W, U, h, h0, ht, scale, T,
-                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
-                                                  num_warps=til["scan_warps"], num_stages=til["scan_stages"])
-        _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, Gamma, W, U, h, o, scale, T,
-                                                    H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
-                                                    num_warps=til["out_warps"], num_stages=til["out_stages"])
-    else:
-        raise ValueError(f"TILING['schedule'] must be 'fused' or 'split', got {til['schedule']!r}")
+    NT = triton.cdiv(T, BT)
+    h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
+    _state_kernel[(triton.cdiv(V, BV), B * H)](k, Gamma, W, U, h, h0, ht, scale, T,
+                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
+                                              num_warps=til.scan_warps, num_stages=til.scan_stages)
+    _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, Gamma, W, U, h, o, scale, T,
+                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                                num_warps=til.out_warps, num_stages=til.out_stages)
     if keep:
-        kept = dict(Gamma=Gamma, At=At, W=W, U=U, h=h) if til["schedule"] == "split" else None
+        kept = dict(Gamma=Gamma, At=At, W=W, U=U, h=h)
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -842,53 +720,46 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None):
     B, T, H, K = q.shape
     V = v.shape[-1]
     til = effective_tiling(TILING, q.dtype, K, V)
-    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
-    types = kernel_types(q.dtype, q.device, til)
+    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV)
+    types = kernel_types(q.dtype, q.device, til.forward_dots)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
     _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
                                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
-                                              num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+                                              num_warps=til.prep_warps, num_stages=til.prep_stages)
 
     NT = triton.cdiv(T, BT)
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    # the reverse scan's products may differ (TILING dstate_dots): its last value is the
-    # initial state's gradient
-    rtypes = kernel_types(q.dtype, q.device, til, "dstate")
-    if til.get("dstate_hoist"):
-        r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
-        _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
-                                                            H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
-                                                            num_warps=til["out_warps"], num_stages=til["out_stages"])
-        _dstateh_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, r_hr0, dh, dht if dht is not None else dh0, dh0, scale, T,
-                                                    H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
-                                                    use_dht=int(dht is not None),
-                                                    num_warps=til["scan_warps"], num_stages=til["scan_stages"])
-    else:
-        _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, dh, dht if dht is not None else dh0, dh0, scale, T,
-                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes,
-                                                   use_dht=int(dht is not None),
-                                                   num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    rtypes = kernel_types(q.dtype, q.device, til.reverse_dots)
+    r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
+
+    _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
+                                                        H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
+                                                        num_warps=til.out_warps, num_stages=til.out_stages)
+    _dstateh_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, r_hr0, dh, dht if dht is not None else dh0, dh0,
+            scale, T,
+                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
+                                                use_dht=int(dht is not None),
+                                                num_warps=til.scan_warps, num_stages=til.scan_stages)
 
     return dh, dh0
-
 
 
 @explains_resources("chunk_kda", "backward")
 def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=None, kept=None):
     """Every argument's gradient and the initial state's, for L = <do, o> + <dht, final
     state> (dht may be None): the forward state scan (h), the reverse scan (dh) and the
-    per-chunk gradient kernel.  ``kept``: the forward's tiles (_forward(keep=True)); the
+    per-chunk gradient kernels.  ``kept``: the forward's tiles (_forward(keep=True)); the
     intra kernel and the state scan are then not run again.  Internal: _Chunk.backward
     calls it."""
     B, T, H, K = q.shape
     V = v.shape[-1]
     til = effective_tiling(TILING, q.dtype, K, V)
-    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til["BT"], til["BV"])
-    types = kernel_types(q.dtype, q.device, til)
+    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV)
+    types = kernel_types(q.dtype, q.device, til.forward_dots)
     if kept is None:
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
@@ -896,15 +767,16 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
         U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
         _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
-                                                  num_warps=til["prep_warps"], num_stages=til["prep_stages"])
+                                                  num_warps=til.prep_warps, num_stages=til.prep_stages)
 
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
         NT = triton.cdiv(T, BT)
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
         _state_kernel[(triton.cdiv(V, BV), B * H)](k, Gamma, W, U, h, h0, v, scale, T,
-                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, use_h0=int(initial_state is not None), store_ht=0,
-                                                  num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
+                                                          use_h0=int(initial_state is not None), store_ht=0,
+                                                  num_warps=til.scan_warps, num_stages=til.scan_stages)
     else:
         NT = triton.cdiv(T, BT)
         h = kept["h"]
@@ -914,90 +786,62 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
         U = kept["U"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    # the reverse scan's products may differ (TILING dstate_dots): its last value is the
-    # initial state's gradient
-    rtypes = kernel_types(q.dtype, q.device, til, "dstate")
-    if til.get("dstate_hoist"):
-        r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
-        _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
-                                                            H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
-                                                            num_warps=til["out_warps"], num_stages=til["out_stages"])
-        _dstateh_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, r_hr0, dh, dht if dht is not None else dh0, dh0, scale, T,
-                                                    H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
-                                                    use_dht=int(dht is not None),
-                                                    num_warps=til["scan_warps"], num_stages=til["scan_stages"])
-    else:
-        _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, dh, dht if dht is not None else dh0, dh0, scale, T,
-                                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes,
-                                                   use_dht=int(dht is not None),
-                                                   num_warps=til["scan_warps"], num_stages=til["scan_stages"])
+    rtypes = kernel_types(q.dtype, q.device, til.reverse_dots)
+    r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
-    BVG = min(til.get("grad_BV", BV), BV_full)
+    _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
+                                                        H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
+                                                        num_warps=til.out_warps, num_stages=til.out_stages)
+    _dstateh_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, r_hr0, dh, dht if dht is not None else dh0, dh0,
+            scale, T,
+                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
+                                                use_dht=int(dht is not None),
+                                                num_warps=til.scan_warps, num_stages=til.scan_stages)
+
+    BVG = min(til.grad_BV, BV_full)
     NV = triton.cdiv(V, BVG)
-    gtypes = kernel_types(q.dtype, q.device, til, "grad")
-    vtypes = kernel_types(q.dtype, q.device, til, "gradv")     # the split stage's V kernel
-    if til.get("grad_split"):
-        NCH, BKF = B * NT * H, BK
-        r_vr0 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
-        r_vr1 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
-        r_vr2 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
-        r_vr3 = torch.empty(NV, NCH, BT * BT, dtype=torch.float32, device=q.device)
-        r_vr4 = torch.empty(NV, NCH, BT * BKF, dtype=torch.float32, device=q.device)
-        r_vr5 = torch.empty(NV, NCH, BKF * 1, dtype=torch.float32, device=q.device)
-        r_vr6 = torch.empty(NV, NCH, BT * 1, dtype=torch.float32, device=q.device)
-        d_q = torch.empty_like(q)
-        d_k = torch.empty_like(k)
-        d_v = torch.empty_like(v)
-        d_g = torch.empty_like(g)
-        d_beta = torch.empty_like(beta)
-        if not til.get("dstate_hoist"):     # the reverse scan did not write them: write them now
-            r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
-            _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
-                                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
-                                                                num_warps=til["out_warps"], num_stages=til["out_stages"])
-        _dgradv_kernel[(NV, NT, B * H)](k, v, beta, do, Gamma, At, W, U, h, dh, d_v, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_hr0, scale, T, NCH,
-                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **vtypes, BKF=BK, BVF=BV_full,
-                                       num_warps=til["grad_warps"], num_stages=til["grad_stages"])
-        kwarps = til.get("gradk_warps") or til["grad_warps"]
-        if til.get("grad_ksplit"):
-            BKB = min(til["grad_ksplit"], BK)
-            r_dXt = torch.empty(NCH, BT * BT, dtype=torch.float32, device=q.device)
-            _dgradc_kernel[(NT, B * H)](k, beta, Gamma, At, r_vr2, r_vr3, r_vr6, r_dXt, d_beta, scale, T, NCH,
-                                       H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
-                                       num_warps=kwarps, num_stages=til["grad_stages"])
-            _dgradkb_kernel[(triton.cdiv(K, BKB), NT, B * H)](q, k, beta, Gamma, At, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, scale, T, NCH,
-                                                             H=H, K=K, V=V, BT=BT, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK,
-                                                             num_warps=kwarps, num_stages=til["grad_stages"])
-            return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)
-        _dgradk_kernel[(NT, B * H)](q, k, beta, Gamma, At, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, d_q, d_k, d_g, d_beta, scale, T, NCH,
-                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
-                                   num_warps=kwarps, num_stages=til["grad_stages"])
-        return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)
-    d_q = torch.empty((NV,) + tuple(q.shape), dtype=q.dtype if NV == 1 else torch.float32, device=q.device)
-    d_k = torch.empty((NV,) + tuple(k.shape), dtype=k.dtype if NV == 1 else torch.float32, device=q.device)
+    NCH, BKF = B * NT * H, BK
+    gtypes = kernel_types(q.dtype, q.device, til.grad_dots, til.grad_gated)
+    vtypes = kernel_types(q.dtype, q.device, til.gradv_dots, til.grad_gated)
+    r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
+    r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+    r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
+    r_vr3 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+    r_vr4 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
+    r_vr5 = torch.empty(NV, B * NT * H, BKF * 1, dtype=torch.float32, device=q.device)
+    r_vr6 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32, device=q.device)
+
+    d_q = torch.empty_like(q)
+    d_k = torch.empty_like(k)
     d_v = torch.empty_like(v)
-    d_g = torch.empty((NV,) + tuple(g.shape), dtype=g.dtype if NV == 1 else torch.float32, device=q.device)
-    d_beta = torch.empty((NV,) + tuple(beta.shape), dtype=beta.dtype if NV == 1 else torch.float32, device=q.device)
-    for go in grad_launches(til, ARGS):
-        _dgrad_kernel[(NV, NT, B * H)](q, k, v, beta, do, Gamma, At, W, U, h, dh, d_q, d_k, d_v, d_g, d_beta, scale, T, B * T * H,
-                                      H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, GO=go,
-                                      num_warps=til["grad_warps"], num_stages=til["grad_stages"])
-    d_q = d_q[0] if NV == 1 else d_q.sum(0).to(q.dtype)
-    d_k = d_k[0] if NV == 1 else d_k.sum(0).to(k.dtype)
-    d_g = d_g[0] if NV == 1 else d_g.sum(0).to(g.dtype)
-    d_beta = d_beta[0] if NV == 1 else d_beta.sum(0).to(beta.dtype)
+    d_g = torch.empty_like(g)
+    d_beta = torch.empty_like(beta)
+    _dgradv_kernel[(NV, NT, B * H)](k, v, beta, do, Gamma, At, W, U, r_hr0, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5,
+            r_vr6, h, dh, d_v, scale, T, NCH,
+                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **vtypes, BKF=BK, BVF=BV_full,
+                                   num_warps=til.grad_warps, num_stages=til.grad_stages)
+    BKB = min(til.grad_BK, BK)
+    r_dXt = torch.empty(B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+
+    _dgradc_kernel[(NT, B * H)](k, beta, Gamma, At, r_vr2, r_vr3, r_vr6, r_dXt, d_beta, scale, T, NCH,
+                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
+                               num_warps=til.grad_warps, num_stages=til.grad_stages)
+    _dgradkb_kernel[(triton.cdiv(K, BKB), NT, B * H)](q, k, beta, Gamma, At, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_dXt,
+            d_q, d_k, d_g, scale, T, NCH,
+                                                     H=H, K=K, V=V, BT=BT, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK,
+                                                     num_warps=til.grad_warps, num_stages=til.grad_stages)
     return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)
 
 
 class _Chunk(torch.autograd.Function):
-    """Forward as _forward.  With TILING keep_forward (and the split schedule) the
-    forward's intra tiles and chunk states are kept for the backward, which then does not
-    recompute them (memory: the states are B x NT x H x K x V in the input dtype);
-    otherwise the backward recomputes them from the saved inputs."""
+    """Forward as _forward.  With TILING keep_forward the forward's intra tiles and chunk
+    states are kept for the backward, which then does not recompute them (memory: the
+    states are B x NT x H x K x V in the input dtype); otherwise the backward recomputes
+    them from the saved inputs."""
 
     @staticmethod
     def forward(ctx, q, k, v, g, beta, scale, initial_state, output_final_state):
-        keep = bool(effective_tiling(TILING, q.dtype, q.shape[-1], v.shape[-1]).get("keep_forward"))
+        keep = TILING.keep_forward
         o, ht, *kept = _forward(q, k, v, g, beta, scale, initial_state, output_final_state, keep=keep)
         kept = kept[0] if kept else None
         ctx.kept = list(kept) if kept else []
@@ -1018,13 +862,15 @@ class _Chunk(torch.autograd.Function):
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False):
     """S_t = S_{t-1} Diag(exp g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t
 
-    Shapes (FLA's layout): q [B, T, H, K], k [B, T, H, K], v [B, T, H, V], g [B, T, H, K] (log decay), beta [B, T, H]; initial_state and the returned final
+    Shapes (FLA's layout): q [B, T, H, K], k [B, T, H, K], v [B, T, H, V], g [B, T, H, K] (log decay), beta [B, T, H];
+    initial_state and the returned final
     state are [B, H, K, V] float32.  ``scale`` multiplies q (default K ** -0.5).
     Returns ``(o, final_state)``; final_state is None unless output_final_state.
     Differentiable (torch.autograd) in every tensor argument and initial_state; a
     gradient on the final state is accepted.
     """
-    (q, k, v, g, beta), scale, initial_state = check_args("chunk_kda", ARGS, (q, k, v, g, beta), scale, initial_state, output_final_state)
+    (q, k, v, g, beta), scale, initial_state = check_args(
+        "chunk_kda", ARGS, (q, k, v, g, beta), scale, initial_state, output_final_state)
     if needs_grad((q, k, v, g, beta), initial_state):
         return _Chunk.apply(q, k, v, g, beta, scale, initial_state, output_final_state)
     return _forward(q, k, v, g, beta, scale, initial_state, output_final_state)

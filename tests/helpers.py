@@ -22,3 +22,29 @@ def verdicts():
 
 def all_claims():
     return [(d, c) for d in derivations() for c in d.claims]
+
+
+# ---- codegen helpers (tests/test_codegen.py, tests/test_backward.py) ----
+def fresh_derivation(variant):
+    """A private copy of a variant's bundled derivation (the bundled ones are shared)."""
+    import copy
+    return copy.deepcopy(bundled([variant.derivation])[0])
+
+
+def with_claim_rhs(deriv, cid, rhs):
+    """deriv with claim ``cid``'s right-hand side replaced (in place); returns deriv."""
+    import dataclasses
+    for i, c in enumerate(deriv.claims):
+        if c.id == cid:
+            deriv.claims[i] = dataclasses.replace(c, rhs=rhs)
+            return deriv
+    raise KeyError(cid)
+
+
+@functools.lru_cache(maxsize=None)
+def planned(name):
+    """(forward plan, its checked backward claims) of a generated variant."""
+    from chunkproof.codegen import plan
+    from chunkproof.codegen.variants import BY_NAME
+    p = plan.load_variant(BY_NAME[name])
+    return p, plan.backward_claims(BY_NAME[name], p.deriv)

@@ -6,10 +6,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chunkproof.codegen import gen, plan
+from chunkproof.codegen import emit, gen, plan
 from chunkproof.codegen.variants import BY_NAME
 from chunkproof.fuzz.cases import VARIANTS, kernel, make_inputs, module
 from chunkproof.fuzz.reference import grad_errors, reference_grads, rel_rms
+from tests.helpers import fresh_derivation, planned, with_claim_rhs
 
 BUCKETS = [(1, 1, 1, 16, 16), (1, 37, 2, 16, 32), (2, 64, 1, 32, 16), (1, 130, 1, 16, 24)]
 
@@ -23,7 +24,7 @@ def _dh0(name, bucket, seed, with_dht):
     dh, dh0 = module(name)._backward_states(*args, do, dht, K ** -0.5)
     want = reference_grads(name, ref, do, dht if with_dht else torch.zeros(B, H, K, V), initial_state=state)
     from chunkproof.kernels._runtime import effective_tiling
-    BT = effective_tiling(module(name).TILING, args[0].dtype, K, V)["BT"]    # 32 for fp32 delta rules
+    BT = effective_tiling(module(name).TILING, args[0].dtype, K, V).BT    # 32 for fp32 delta rules
     assert dh.shape == (B, -(-T // BT), H, K, V) and dh0.shape == (B, H, K, V)
     return rel_rms(dh0, want["initial_state"])
 
@@ -38,12 +39,11 @@ def test_initial_state_gradient_matches_autograd(name, seed, bucket, with_dht):
 
 def test_reverse_scan_is_printed_from_its_claim():
     v = BY_NAME["gla"]
-    src = gen.render_variant(v)
-    assert "[claim gla.bwd.dS_prev" in src and "def _dstate_kernel(" in src
-    from tests.test_codegen import _fresh, _with_claim_rhs
-    d = _fresh(v)
+    bw = emit.backward_stages(*planned("gla"))
+    assert bw.reverse.finals == ["dS_prev"] and "[claim gla.bwd.dS_prev" in bw.reverse.lines[-1].comment
+    d = fresh_derivation(v)
     c = next(c for c in d.claims if c.id == "gla.bwd.dS_prev")
-    _with_claim_rhs(d, "gla.bwd.dS_prev", c.rhs.a)          # drop the delta S Diag(gamma^C) term
+    with_claim_rhs(d, "gla.bwd.dS_prev", c.rhs.a)          # drop the delta S Diag(gamma^C) term
     with pytest.raises(plan.Refused, match="claim gla.bwd.dS_prev .* fails"):
         plan.backward_claims(v, d)
     # and the generator will not print the file from it
@@ -96,13 +96,6 @@ def test_gradients_at_strong_decay(name, gates):
 
 
 @pytest.mark.parametrize("name", VARIANTS)
-def test_blocked_gate_products_match_at_mild_decay(name, monkeypatch):
-    # the blocked forms on their own (the default takes them only at strong decay)
-    monkeypatch.setitem(module(name).TILING, "gate_products", "blocks")
-    _check_grads(name, (1, 100, 1, 16, 24), 5, True, True)
-
-
-@pytest.mark.parametrize("name", VARIANTS)
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2 ** 16), bucket=st.sampled_from(GRAD_BUCKETS[:4]), with_final=st.booleans())
 def test_public_function_is_differentiable(name, seed, bucket, with_final):
@@ -130,29 +123,25 @@ def test_public_function_is_differentiable(name, seed, bucket, with_final):
 
 
 @pytest.mark.parametrize("name", VARIANTS)
-@pytest.mark.parametrize("keep,sched", [(True, "split"), (True, "fused"), (False, "split")])
-def test_kept_forward_tiles_give_the_same_gradients(name, keep, sched, monkeypatch):
+@pytest.mark.parametrize("keep", [True, False])
+def test_kept_forward_tiles_give_the_same_gradients(name, keep):
     # TILING keep_forward: autograd's backward reads the forward's intra tiles and chunk
-    # states instead of recomputing them (the fused schedule writes no states: it
-    # recomputes).  Same kernels on the same tiles, so the gradients are bit-identical to
-    # the recomputing _backward's
+    # states instead of recomputing them.  Same kernels on the same tiles, so the
+    # gradients are bit-identical to the recomputing _backward's
     m = module(name)
-    monkeypatch.setitem(m.TILING, "keep_forward", keep)
-    monkeypatch.setitem(m.TILING, "schedule", sched)
     B, T, H, K, V = 1, 45, 2, 16, 24
     args, _, state = make_inputs(name, B, T, H, K, V, seed=8, h0=True)
     o, ht, kept = m._forward(*args, K ** -0.5, state, True, keep=True)
-    assert (kept is None) == (sched == "fused")
-    if kept is not None:
-        from chunkproof.kernels._runtime import effective_tiling
-        BT = effective_tiling(m.TILING, torch.float32, K, V)["BT"]
-        assert "h" in kept and kept["h"].shape[:2] == (B, -(-T // BT))
+    from chunkproof.kernels._runtime import effective_tiling
+    BT = effective_tiling(m.TILING, torch.float32, K, V).BT
+    assert "h" in kept and kept["h"].shape[:2] == (B, -(-T // BT))
     leaves = [a.clone().requires_grad_() for a in args]
     h0 = state.clone().requires_grad_()
     gen_ = torch.Generator().manual_seed(9)
     do, dht = torch.randn(B, T, H, V, generator=gen_), torch.randn(B, H, K, V, generator=gen_)
-    o, ht = kernel(name)(*leaves, initial_state=h0, output_final_state=True)
-    ((o * do).sum() + (ht * dht).sum()).backward()
+    with m.tiling_override(keep_forward=keep):
+        o, ht = kernel(name)(*leaves, initial_state=h0, output_final_state=True)
+        ((o * do).sum() + (ht * dht).sum()).backward()
     want = m._backward(*args, do, dht, K ** -0.5, initial_state=state)
     for (n, _), leaf in zip(m.ARGS, leaves):
         assert torch.equal(leaf.grad, want[n]), n
@@ -213,15 +202,15 @@ def test_gradients_odd_wide_heads_and_fp16(name):
 
 
 @pytest.mark.parametrize("name", VARIANTS)
-def test_v_blocked_gradients(name, monkeypatch):
-    # three V blocks of 16 (V = 40): every gradient that sums over V is written per block
-    # to an fp32 partial buffer and the blocks are added after the launch
-    monkeypatch.setitem(module(name).TILING, "grad_BV", 16)
-    _check_grads(name, (1, 70, 1, 16, 40), 6, True, True)
+def test_v_blocked_gradients(name):
+    # three V blocks of 16 (V = 40): every V reduction is written per block to an fp32
+    # buffer and the blocks are added by the kernels that read it
+    with module(name).tiling_override(grad_BV=16):
+        _check_grads(name, (1, 70, 1, 16, 40), 6, True, True)
 
 
 @pytest.mark.parametrize("name,bound", [("gated_delta_rule", 1.2e-2), ("gla", 1.2e-2), ("dplr_delta_rule", 2.4e-2)])
-def test_gate_gradient_rounding_bf16(name, bound, monkeypatch):
+def test_gate_gradient_rounding_bf16(name, bound):
     # the gate gradients are printed from claims grouped for rounding: terms that cancel
     # in the suffix sums are formed once (README, "Rounding in the gate gradient").  This
     # example's bf16 error, printed from the dQ/dK grouping (gdn.bwd.dlogalpha,
@@ -230,80 +219,77 @@ def test_gate_gradient_rounding_bf16(name, bound, monkeypatch):
     # 6.2e-3, GLA 2.8e-2 / 4.9e-3, DPLR 3.2e-2 / 1.7e-2.  The gradient kernels' own
     # products the bounds were set with (bf16 for GDN and DPLR, tf32 for GLA; DPLR's
     # default is now tf32, under which the CPU's emulation has no rounding to show)
-    monkeypatch.setitem(module(name).TILING, "grad_dots", {"gated_delta_rule": "input", "gla": "tf32",
-                                                           "dplr_delta_rule": "input"}[name])
-    _, got, want = _grads_16bit(name, (1, 128, 2, 128, 64), 0, torch.bfloat16)
+    dots = {"gated_delta_rule": "input", "gla": "tf32", "dplr_delta_rule": "input"}[name]
+    with module(name).tiling_override(grad_dots=dots, gradv_dots=dots):
+        _, got, want = _grads_16bit(name, (1, 128, 2, 128, 64), 0, torch.bfloat16)
     err = rel_rms(got["gk" if name == "dplr_delta_rule" else "g"], want["g"])
     assert err <= bound, f"{name} bf16 d gate rel RMS {err:.2e}"
 
 
-GRAD_MODES = {"single": dict(grad_split=False), "split": dict(grad_split=True, grad_ksplit=None),
-              "ksplit": dict(grad_split=True, grad_ksplit=16)}
-
-
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 @pytest.mark.parametrize("name", VARIANTS)
-@pytest.mark.parametrize("mode", list(GRAD_MODES))
-def test_split_and_single_gradient_kernels(name, mode, monkeypatch):
-    # the gradient stage as one kernel, as the split's V and K kernels (grad_split: the V
-    # kernel writes the V reductions per V block, the K kernel reads them summed), and
-    # with the K kernel split again into the C kernel and the KB kernel blocked over K
-    # (grad_ksplit), against the fp64 recurrence: three V blocks (V = 40), three K blocks
-    # (K = 40), one of each, and a chunk whose decay underflows (the stable gated forms)
-    for key, val in GRAD_MODES[mode].items():
-        monkeypatch.setitem(module(name).TILING, key, val)
-    monkeypatch.setitem(module(name).TILING, "grad_BV", 16)
-    _check_grads(name, (1, 70, 2, 16, 40), 12, True, True)
-    _check_grads(name, (1, 40, 1, 40, 24), 15, True, True)
-    monkeypatch.setitem(module(name).TILING, "grad_BV", 64)
-    _check_grads(name, (2, 45, 1, 32, 24), 13, True, False)
-    _check_grads(name, (1, 70, 1, 16, 24), 14, True, True, "underflow")
+def test_blocked_gradient_kernels(name):
+    # the V kernel (V reductions per V block, summed by their readers) and the K side
+    # (K blocks of 16 where it is split) against the fp64 recurrence: three V blocks
+    # (V = 40), three K blocks (K = 40), one of each, and a chunk whose decay underflows
+    m = module(name)
+    k_split = {} if m.TILING.grad_BK is None else dict(grad_BK=16)
+    with m.tiling_override(grad_BV=16, **k_split):
+        _check_grads(name, (1, 70, 2, 16, 40), 12, True, True)
+        _check_grads(name, (1, 40, 1, 40, 24), 15, True, True)
+    with m.tiling_override(grad_BV=64, **k_split):
+        _check_grads(name, (2, 45, 1, 32, 24), 13, True, False)
+        _check_grads(name, (1, 70, 1, 16, 24), 14, True, True, "underflow")
 
 
 @pytest.mark.parametrize("name", VARIANTS)
-def test_split_k_kernel_reads_no_v_tile(name):
-    # the split's K kernel never reads a tile with a V dimension (v, do, U, h, dh): every
-    # sum over V reaches it as a V reduction written by the V kernel
-    import inspect
-    m = module(name)
-    params = list(inspect.signature(m._dgradk_kernel.fn).parameters)
-    assert not {"v", "do", "h", "dh", "in_U", "in_C"} & set(params), params
-    reds = [p for p in params if p.startswith("r_vr")]
-    assert reds and set(reds) <= set(inspect.signature(m._dgradv_kernel.fn).parameters)
-    # and each one is a subexpression of a checked claim, printed in the V kernel
-    src = inspect.getsource(m._dgradv_kernel.fn)
-    for r in reds:
-        assert f"# {r[2:]} = " in src and f"tl.store({r} " in src
+def test_k_side_reads_no_v_tile(name):
+    # the K side of the gradients (the K kernel, or the C and KB kernels) never reads a
+    # tile with a V dimension: every sum over V reaches it as a V reduction that the V
+    # kernel writes, each a subexpression of a checked claim
+    from chunkproof.codegen import backward
+    p, bwd = planned(name)
+    pre, _ = backward.hoist_reverse(p, bwd)
+    split = backward.split_gradients(p, bwd, pre.writes_passed)
+    c, kb = backward.split_k(p, split.k_side)
+    k_side = [split.k] if not c.writes_passed else [c, kb]
+    written = {r.name for r in split.v.writes_passed}
+    assert written
+    for kp in k_side:
+        defs = kp.defs()
+        assert not {"S_prev", backward.ADJ_STATE, backward.D_OUT} & set().union(
+            *(backward.var_names(defs[n]) for n in kp.computes))
+        assert all("Dv" not in defs[n].shape() for n in kp.computes)
+        assert all("Dv" not in dict(p.defs)[r].shape() for r in kp.reads)
+        assert {r.name for r in kp.reads_passed if r.name.startswith(backward.VRED)} <= written
+    assert all(r.name in split.v.computes for r in split.v.writes_passed)
 
 
 @pytest.mark.parametrize("name", ["gated_delta_rule", "kda", "dplr_delta_rule"])
-def test_ksplit_c_kernel_writes_what_kb_reads(name):
+def test_c_kernel_writes_what_kb_reads(name):
     # the KB kernel reads the C kernel's tiles (C x C: the inverse, delta X, ...) and the
-    # V reductions, never computes a C x C tile from whole K rows itself
-    import inspect
-    m = module(name)
-    c_params = list(inspect.signature(m._dgradc_kernel.fn).parameters)
-    kb_params = list(inspect.signature(m._dgradkb_kernel.fn).parameters)
-    written = {p[2:] for p in c_params if p.startswith("w_")}
-    read = {p[2:] for p in kb_params if p.startswith("r_") and not p.startswith("r_vr")}
+    # V reductions, and never forms a C x C tile from whole K rows itself
+    bw = emit.backward_stages(*planned(name))
+    written = {s.name for s in bw.grad_c.writes_passed}
+    read = {s.name for s in bw.grad_kb.reads_passed if s.layout == "chunk"}
     assert written and read == written, (written, read)
-    kb_src = inspect.getsource(m._dgradkb_kernel.fn)
-    assert "_inv_unit_lower" not in kb_src and "_masked_gated_dot" not in kb_src
+    assert not any("_inv_unit_lower" in ln.code or "_masked_gated_dot" in ln.code for ln in bw.grad_kb.lines)
 
 
 @pytest.mark.parametrize("name", VARIANTS)
-@pytest.mark.parametrize("hoist", [False, True])
-def test_reverse_scan_with_and_without_hoisting(name, hoist, monkeypatch):
-    # TILING dstate_hoist: the state-free C x V products of the reverse scan (the
-    # intra-chunk part of delta U) computed first for all chunks in parallel; the initial
-    # state's gradient against autograd either way, at two V blocks and a partial chunk
-    monkeypatch.setitem(module(name).TILING, "dstate_hoist", hoist)
-    monkeypatch.setitem(module(name).TILING, "BV", 16)
-    assert _dh0(name, (1, 70, 2, 16, 40), 21, True) <= 1e-4
-    if hoist and name != "gla":      # GLA's reverse scan has no such product
-        import inspect
-        src = inspect.getsource(module(name)._dstateh_kernel.fn)
-        assert "r_hr0" in src and "_masked_gated_dot" not in src.split("for i_r in")[1]
+def test_hoisted_reverse_scan(name):
+    # the state-free C x V products of the reverse scan (the intra-chunk part of delta U)
+    # are computed first for all chunks in parallel; the sequential loop reads them and
+    # forms no gated product.  The initial state's gradient against autograd at two V
+    # blocks and a partial chunk
+    with module(name).tiling_override(BV=16, fp32_BV=16):
+        assert _dh0(name, (1, 70, 2, 16, 40), 21, True) <= 1e-4
+    bw = emit.backward_stages(*planned(name))
+    if name == "gla":      # GLA's reverse scan has no such product
+        assert bw.reverse is not None and bw.reverse_pre is None
+        return
+    assert [s.name for s in bw.reverse_scan.reads_passed] == [s.name for s in bw.reverse_pre.writes_passed]
+    assert not any("_masked_gated_dot" in ln.code for ln in bw.reverse_scan.lines)
 
 
 class _PoisonedTorch:

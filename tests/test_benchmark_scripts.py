@@ -1,9 +1,13 @@
-"""The GPU benchmark scripts' CPU paths (interpreter, tiny shapes): they must run, so that
-device time is not spent finding a broken script."""
+"""The benchmark library (chunkproof.bench) and the GPU benchmark scripts' CPU paths
+(interpreter, tiny shapes): they must run, so that device time is not spent finding a
+broken script."""
 import json
 import os
+import subprocess
+import sys
 
 import pytest
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -13,36 +17,157 @@ def bench_path(monkeypatch):
     monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
 
 
-def test_fwdbwd_smoke_measures_accuracy_and_writes_json(bench_path, tmp_path, capsys):
-    import fwdbwd_vs_fla as fb
-    rc = fb.main(["--variant", "kda", "--smoke", "--dtype", "fp32", "--shape", "1,20,1,16",
-                  "--ours-set", "grad_warps=4", "--tag", "w4", "--json-dir", str(tmp_path)])
+def test_library_imports_without_cuda_or_fla():
+    code = ("import sys, chunkproof.bench.args, chunkproof.bench.calls, chunkproof.bench.fla, "
+            "chunkproof.bench.inputs, chunkproof.bench.metrics, chunkproof.bench.tiling, chunkproof.bench.timing; "
+            "print(sorted(m for m in ('fla', 'triton') if m in sys.modules))")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_tiling_overrides_parse_and_are_restored():
+    from chunkproof.bench import tiling
+    assert tiling.parse_overrides(["a=8", "b=null", "c=tf32", 'd=[["q", "k"], ["v"]]']) == \
+        {"a": 8, "b": None, "c": "tf32", "d": [["q", "k"], ["v"]]}
+    assert tiling.parse_overrides("a=1,b=[1, 2],c=x") == {"a": 1, "b": [1, 2], "c": "x"}
+    with pytest.raises(ValueError, match="not KEY=VALUE"):
+        tiling.parse_overrides(["novalue"])
+    mod = type(sys)("fake")
+    mod.TILING = {"x": 1, "y": "a"}
+    with tiling.applied(mod, {"x": 2}) as now:
+        assert mod.TILING == {"x": 2, "y": "a"} and now["x"] == 2
+        with pytest.raises(TypeError):
+            now["x"] = 3                    # what it yields is read-only
+    assert mod.TILING == {"x": 1, "y": "a"}
+    with pytest.raises(RuntimeError):
+        with tiling.applied(mod, {"y": "b"}):
+            raise RuntimeError
+    assert mod.TILING == {"x": 1, "y": "a"}
+    with pytest.raises(ValueError, match="'z' not a TILING key"):
+        with tiling.applied(mod, {"z": 1}):
+            pass
+
+
+def test_fla_inputs_conventions_and_metrics():
+    from chunkproof.bench import inputs, metrics
+    x = inputs.fla_inputs("dplr_delta_rule", 1, 9, 2, 16, torch.bfloat16, torch.float32, seed=3)
+    assert list(x) == ["q", "k", "v", "a", "b", "gk"]
+    assert x["q"].dtype == torch.bfloat16 and x["gk"].dtype == torch.float32
+    assert torch.equal(x["b"], -x["a"]) and (x["a"] >= 0).all()
+    g = inputs.fla_inputs("gated_delta_rule", 1, 9, 2, 16, seed=3)
+    assert list(g) == ["q", "k", "v", "g", "beta"] and g["g"].shape == (1, 9, 2)
+    assert torch.allclose(g["k"].float().norm(dim=-1), torch.ones(1, 9, 2), atol=1e-2)
+    assert torch.equal(inputs.fla_inputs("kda", 1, 9, 2, 16, seed=3)["q"],
+                       inputs.fla_inputs("kda", 1, 9, 2, 16, seed=3)["q"])
+    h0, do, dht = inputs.cotangents(1, 9, 2, 16, 16)
+    o, ht = metrics.reference_forward("dplr_delta_rule", x, initial_state=h0)
+    assert o.shape == (1, 9, 2, 16) and ht.shape == (1, 2, 16, 16)
+    _, grads = metrics.reference_backward("dplr_delta_rule", x, h0, do, dht)
+    assert set(grads) == {"q", "k", "v", "a", "b", "gk", "initial_state"}
+    assert metrics.errors({"o": o}, {"o": o}) == {"o": 0.0}
+    with pytest.raises(FloatingPointError, match="o"):
+        metrics.errors({"o": o * float("nan")}, {"o": o})
+
+
+def test_fla_loading_is_lazy_and_reports_what_is_missing(monkeypatch):
+    from chunkproof.bench import fla
+    monkeypatch.setenv("FLA_DISABLE_BACKEND_DISPATCH", "1")
+    assert fla.backend("kda").startswith("triton")
+    if not fla.importable():
+        assert fla.version() == "not installed"
+        with pytest.raises(ImportError):
+            fla.load("gla")
+
+
+def test_vs_fla_smoke_measures_accuracy_and_writes_json(bench_path, tmp_path):
+    import vs_fla
+    rc = vs_fla.main(["--variant", "kda", "--smoke", "--dtype", "fp32", "--shape", "1,20,1,16",
+                      "--set", "grad_warps=4", "--tag", "w4", "--json-dir", str(tmp_path)])
     assert rc == 0
     res = json.loads((tmp_path / "kda@w4.json").read_text())
     assert res["ours_set"] == ["grad_warps=4"] and "failed" not in res["ours"], res
+    assert set(res["ours"]["err"]) == {"o", "final_state", "q", "k", "v", "g", "beta", "initial_state"}
     assert all(e <= 1e-4 for e in res["ours"]["err"].values()), res["ours"]["err"]
     assert res["ours"]["fwdbwd_ms"] > 0          # the timed path ran with gradients
     out = tmp_path / "table.md"
-    assert fb.main(["--table", str(tmp_path), "--out", str(out)]) == 0
-    assert "| kda [w4] |" in out.read_text()
+    assert vs_fla.main(["--table", str(tmp_path), "--out", str(out)]) == 0
+    assert "| kda [w4] |" in out.read_text() and "| kda [w4] | d beta |" in out.read_text()
 
 
-def test_fwdbwd_rejects_an_unknown_tiling_key(bench_path):
-    import fwdbwd_vs_fla as fb
-    with pytest.raises(SystemExit, match="not a TILING key"):
-        fb.main(["--variant", "gla", "--smoke", "--shape", "1,5,1,16", "--ours-set", "nope=1"])
+def test_vs_fla_smoke_fails_above_its_tolerance(bench_path, tmp_path):
+    import vs_fla
+    assert vs_fla.main(["--variant", "gla", "--smoke", "--mode", "fwd", "--shape", "1,20,1,16",
+                        "--smoke-tol", "1e-9", "--json-dir", str(tmp_path)]) == 1
+    res = json.loads((tmp_path / "gla.json").read_text())
+    assert set(res["ours"]["err"]) == {"o", "final_state"} and "fwdbwd_ms" not in res["ours"]
 
 
-def test_cpu_grad_accuracy_rows_and_unknown_key(bench_path, capsys):
+def test_vs_fla_tabulates_the_committed_json():
+    path = os.path.join(ROOT, "benchmarks", "results", "2026-11-30", "fwdbwd")
+    out = subprocess.run([sys.executable, "benchmarks/vs_fla.py", "--table", path], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "| gla [defaults] | 1.012 |" in out.stdout
+
+
+@pytest.mark.parametrize("script, argv, message", [
+    ("vs_fla.py", ["--variant", "nope", "--smoke"], "unknown variant 'nope'"),
+    ("vs_fla.py", ["--variant", "gla", "--smoke", "--shape", "1,2,3"], "is not B,T,H,D"),
+    ("vs_fla.py", ["--variant", "gla", "--smoke", "--set", "nope=1"], "'nope'"),
+    ("vs_fla.py", ["--variant", "gla", "--smoke", "--set", "grad_warps"], "is not KEY=VALUE"),
+    ("vs_fla.py", ["--variant", "gla", "--smoke", "--dtype", "fp8"], "unknown dtype 'fp8'"),
+    ("vs_fla.py", ["--table", "/nonexistent/dir"], "is not a directory"),
+    ("profile_kernels.py", ["--variants", "gla", "--configs", "nope=1"], "'nope'"),
+    ("profile_kernels.py", ["--shape", "4x4096"], "is not B,T,H,D"),
+    ("cpu_grad_accuracy.py", ["--variant", "gla", "--set", "nope=1"], "'nope'"),
+    ("compile_check.py", ["--variants", "gla", "--set", "nope=1"], "'nope'"),
+    ("cpu_grad_accuracy.py", ["--variant", "gla", "--shape", "1,20,1,16"], "is not B,T,H,K,V"),
+    ("compile_check.py", ["--variants", "gla,nope"], "unknown variant 'nope'"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(script, argv, message):
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    out = subprocess.run([sys.executable, os.path.join("benchmarks", script), *argv], cwd=ROOT,
+                         capture_output=True, text=True, env=env, timeout=120)
+    lines = [ln for ln in out.stderr.splitlines() if "warn" not in ln.lower()]
+    assert out.returncode == 2, out.stderr
+    assert len(lines) == 1 and message in lines[0], out.stderr
+
+
+def test_cpu_grad_accuracy_rows(bench_path, capsys):
     import cpu_grad_accuracy as ga
-    ga.main(["--variant", "gla", "--shape", "1,20,1,16,16", "--set", "", "--set", "grad_dots=input"])
-    ga.main(["--variant", "kda", "--inputs", "bench", "--bench-t", "40", "--shape", "1,20,1,16,16",
-             "--tf32", "trunc", "--set", "grad_gprec=tf32x3"])
+    assert ga.main(["--variant", "gla", "--shape", "1,20,1,16,16", "--set", "", "--set", "grad_warps=4"]) == 0
+    assert ga.main(["--variant", "kda", "--inputs", "bench", "--bench-t", "40", "--shape", "1,20,1,16,16",
+                    "--tf32", "trunc", "--set", "grad_warps=4,BT=32"]) == 0
     rows = capsys.readouterr().out.strip().splitlines()
-    assert [r.split(":")[0] for r in rows] == ["gla defaults", "gla grad_dots=input", "kda grad_gprec=tf32x3"]
+    assert [r.split(":")[0] for r in rows] == ["gla defaults", "gla grad_warps=4", "kda grad_warps=4,BT=32"]
     assert all("dg " in r for r in rows) and "dbeta " in rows[-1]
-    with pytest.raises(SystemExit, match="not TILING keys"):
-        ga.main(["--variant", "gla", "--shape", "1,5,1,16,16", "--set", "nope=1"])
+
+
+def test_cpu_grad_accuracy_bench_inputs_are_the_benchmarks_slice():
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        from cpu_grad_accuracy import bench_case
+    finally:
+        sys.path.pop(0)
+    from chunkproof.bench import inputs
+    x, h0, do, dht = bench_case("gla", 1, 8, 2, 16, 16, seed=0, full_t=30)
+    full = inputs.fla_inputs("gla", 1, 30, 2, 16)
+    assert all(torch.equal(x[n], full[n][:, :8]) for n in full)
+    assert torch.equal(h0, inputs.cotangents(1, 30, 2, 16, 16)[0]) and do.shape == (1, 8, 2, 16)
+
+
+def test_shell_scripts_parse_and_name_existing_entry_points():
+    for sh in ("gpu_run.sh", "gpu_campaign.sh", "sweep.sh", "tcache.sh"):
+        path = os.path.join(ROOT, "benchmarks", sh)
+        assert subprocess.run(["bash", "-n", path]).returncode == 0, sh
+        text = open(path).read()
+        for name in ("fwd_vs_fla.py", "fwdbwd_vs_fla.py", "--ours-set", "benchmarks/sweeps/"):
+            assert name not in text, (sh, name)
+        for word in text.split():
+            if word.startswith("benchmarks/") and word.endswith((".py", ".sh")):
+                assert os.path.exists(os.path.join(ROOT, word.strip('"')))
 
 
 def test_interp_rounding_matches_the_gpu_conversions(bench_path):

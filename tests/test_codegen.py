@@ -1,29 +1,20 @@
-"""The generator: kernels are printed from the claims, refuse failing claims, and the
-checked-in files are what the derivations generate."""
-import copy
+"""The generator: kernels are printed from the claims, refuse failing claims, the
+checked-in files are what the derivations generate, and the planner's kernels read and
+write what they should."""
 import dataclasses
 import os
 
 import pytest
 
-from chunkproof.codegen import gen, plan
+from chunkproof.codegen import backward, emit, gen, plan
+from chunkproof.codegen.kernel_plan import VSUM
+from chunkproof.codegen.tiling import Tiling
 from chunkproof.codegen.variants import BY_NAME
 from chunkproof.derivations import ir
 from chunkproof import cli
-from chunkproof.derivations.loader import bundled
+from tests.helpers import fresh_derivation, planned, with_claim_rhs
 
-
-def _fresh(v):
-    """A private copy: the bundled derivations are shared module state."""
-    return copy.deepcopy(bundled([v.derivation])[0])
-
-
-def _with_claim_rhs(deriv, cid, rhs):
-    for i, c in enumerate(deriv.claims):
-        if c.id == cid:
-            deriv.claims[i] = dataclasses.replace(c, rhs=rhs)
-            return deriv
-    raise KeyError(cid)
+ALL = ["gla", "gated_delta_rule", "kda", "dplr_delta_rule"]
 
 
 def _swap_mask(e):
@@ -39,39 +30,46 @@ def _swap_mask(e):
     return e, False
 
 
+def _masks(e):
+    return sorted(n.kind for n in ir.walk(e) if isinstance(n, ir.Mask))
+
+
 @pytest.mark.parametrize("name", ["gla", "kda"])
 def test_mutated_claim_changes_source_and_is_refused(name):
     v = BY_NAME[name]
-    src = gen.render_variant(v)
-    d = _fresh(v)
+    d = fresh_derivation(v)
     claim = next(c for c in d.claims if c.id == v.out_claim)
     rhs, done = _swap_mask(claim.rhs)
     assert done
-    _with_claim_rhs(d, v.out_claim, rhs)
-    mutated = gen.render_variant(v, plan=plan.build(v, d, check=False), check=False)
-    assert mutated != src
-    # the masked product of Q and K is printed with the mask the claim states
-    assert "(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True," in mutated
-    assert "(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False," in src
+    with_claim_rhs(d, v.out_claim, rhs)
+    mutated = plan.build(v, d, check=False)
+    # the output kernel prints the claim's right-hand side as stated, mask included
+    _, _, out = emit.forward_stages(mutated)
+    _, _, good = emit.forward_stages(plan.load_variant(v))
+    assert "M-1" in _masks(dict(mutated.defs)[mutated.program.output])
+    assert out.lines[-1].target == good.lines[-1].target and out.lines[-1].code != good.lines[-1].code
+    assert gen.render_variant(v, plan=mutated, check=False) != gen.render_variant(v)
     with pytest.raises(plan.Refused, match=f"claim {v.out_claim} .* fails"):
         plan.build(v, d)
 
 
 def test_mutated_definition_changes_source():
     v = BY_NAME["kda"]
-    d = _fresh(v)
+    d = fresh_derivation(v)
     prog = d.programs[v.program]
     i = prog.names().index("Kr")
     prog.defs[i] = ("Kr", ir.Had(prog.defs[i][1].a, prog.defs[i][1].b))    # K . Gamma for K / Gamma
     p = plan.build(v, d, check=False)
-    assert "b_Kr_f = b_Gamma_log" in gen.render_variant(v, plan=p, check=False)
+    intra, state, _ = emit.forward_stages(p)
+    printed = {ln.target: ln.code for st in (intra, state) if st for ln in st.lines}
+    assert printed["b_Kr_f"] == "b_Gamma_log"             # the gate factor, not its inverse
     with pytest.raises(plan.Refused):
         plan.build(v, d)
 
 
 def test_only_provable_inverses_are_printed():
     v = BY_NAME["kda"]
-    d = _fresh(v)
+    d = fresh_derivation(v)
     prog = d.programs[v.program]
     i = prog.names().index("Xt")
     prog.defs[i] = ("Xt", ir.Eye("C") + ir.MatMul(ir.Var("Kl", "C", "Dk"), ir.Var("Kr", "C", "Dk").T))
@@ -107,20 +105,19 @@ def test_unknown_variant_is_an_input_error(capsys):
     assert "unknown variant 'nope'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["gla", "gated_delta_rule", "kda", "dplr_delta_rule"])
+@pytest.mark.parametrize("name", ALL)
 def test_gate_prefix_products_are_computed_once(name):
     """The chunk's cumulative gate is computed by the intra kernel, written as its log,
-    and read (never recomputed) by the sequential and output kernels."""
-    p = plan.load_variant(BY_NAME[name])
+    and read (never recomputed) by the state and output kernels."""
+    p, _ = planned(name)
     cum = {n for n, e in p.defs if isinstance(e, ir.CumProd)}
     assert cum and p.logs == cum & set(p.boundary)
-    assert cum <= set(p.intra) and not cum & set(p.scan)
-    src = gen.render_variant(BY_NAME[name], plan=p)
-    for kernel in ("_state_kernel", "_out_kernel"):
-        body = src.split(f"def {kernel}(")[1].split("\n\n\n")[0]
-        for n in p.logs:
-            assert f"b_{n}_log = tl.load(in_{n}" in body
-            assert "tl.cumsum" not in body and "m_incl, tl.trans(" not in body
+    assert cum <= set(p.intra)
+    intra, state, out = emit.forward_stages(p)
+    assert cum <= set(intra.writes)
+    for st, names in ((state, p.state_stage), (out, p.out_stage)):
+        assert not cum & set(names.computes) and cum & set(st.reads)
+        assert not any("tl.cumsum" in ln.code for ln in st.lines)
 
 
 @pytest.mark.parametrize("name", ["gla", "gated_delta_rule", "kda", "dplr_delta_rule"])
@@ -134,9 +131,9 @@ def test_backward_claims_hold_and_cover_every_argument(name):
 
 def test_backward_claims_refuse_a_failing_gradient():
     v = BY_NAME["kda"]
-    d = _fresh(v)
+    d = fresh_derivation(v)
     c = next(c for c in d.claims if c.id == "kda.dV")
-    _with_claim_rhs(d, "kda.dV", -c.rhs)
+    with_claim_rhs(d, "kda.dV", -c.rhs)
     with pytest.raises(plan.Refused, match="claim kda.dV .* fails"):
         plan.backward_claims(v, d)
 
@@ -158,51 +155,48 @@ def test_backward_claims_name_what_is_missing_or_wrong():
 def test_fp32_inverse_tile_is_never_rounded_to_the_input_dtype(name):
     # the triangular inverse is kept in fp32 between kernels; a product must not treat it
     # as an input tile (exact in bf16) and round it to DT
-    import importlib
     import re
-    mod = importlib.import_module(f"chunkproof.kernels.{name}")
-    src = open(mod.__file__).read()
-    tiles = [t for t in mod.FP32_TILES if t != "Gamma"]
-    assert tiles, mod.FP32_TILES
-    for t in tiles:
-        assert f"b_{t}" in src
-        assert not re.search(rf"b_{t}\)*\.to\(DT\)", src), f"{name}: b_{t} rounded to DT"
+    p, bwd = planned(name)
+    inverses = [n for n in p.boundary if emit.layout(dict(p.defs)[n].shape()) == "c"]
+    assert inverses and all(emit.stored_fp32(p, n) for n in inverses)
+    bw = emit.backward_stages(p, bwd)
+    stages = [s for s in emit.forward_stages(p) + tuple(vars(bw).values()) if s]
+    readers = [s for s in stages if set(inverses) & set(s.reads)]
+    assert readers
+    for s in readers:
+        for ln in s.lines:
+            for t in inverses:
+                assert not re.search(rf"b_{t}\)*\.to\(DT\)", ln.code), f"{name}: b_{t} rounded to DT"
 
 
 def test_gradient_kernels_gated_product_precision():
     import triton.language as tl
     import torch
     from chunkproof.kernels import _runtime as rt
-    base = dict(BY_NAME["gla"].tiling, computed_dots="tf32", grad_dots="tf32", grad_gprec="tf32x3")
     cpu = torch.device("cpu")
-    assert rt.kernel_types(torch.bfloat16, cpu, base)["GPREC"] == "tf32"            # forward: PREC2
-    assert rt.kernel_types(torch.bfloat16, cpu, base, "grad")["GPREC"] == "tf32x3"
-    # bf16 operands (grad_dots "input", or the V kernel's own gradv_dots) keep PREC2
-    assert rt.kernel_types(torch.bfloat16, cpu, dict(base, grad_dots="input"), "grad")["GPREC"] == "tf32"
-    v = rt.kernel_types(torch.bfloat16, cpu, dict(base, gradv_dots="input"), "gradv")
+    assert rt.kernel_types(torch.bfloat16, cpu, "tf32")["GPREC"] == "tf32"            # forward: PREC2
+    assert rt.kernel_types(torch.bfloat16, cpu, "tf32", "tf32x3")["GPREC"] == "tf32x3"
+    # bf16 operands (a kernel whose products are "input") keep PREC2
+    v = rt.kernel_types(torch.bfloat16, cpu, "input", "tf32x3")
     assert v["GPREC"] == "tf32" and v["DT2"] == tl.bfloat16
-    assert rt.kernel_types(torch.float32, cpu, base, "grad")["GPREC"] == "ieee"       # fp32 inputs
-    with pytest.raises(ValueError, match="computed_dots must be one of"):
-        rt.kernel_types(torch.bfloat16, cpu, dict(base, grad_dots="tf32x9"), "grad")
+    assert rt.kernel_types(torch.float32, cpu, "tf32", "tf32x3")["GPREC"] == "ieee"       # fp32 inputs
+    with pytest.raises(ValueError, match="must be one of input, tf32, tf32_mixed, got 'tf32x9'"):
+        rt.kernel_types(torch.bfloat16, cpu, "tf32x9", "tf32")
 
 
-def _kernel_body(src, kernel):
-    return src.split(f"def {kernel}(", 1)[1].split("\n@", 1)[0]
+def _gated_lines(stage, prec):
+    return sorted(ln.target for ln in stage.lines if f"CT2, {prec})" in ln.code)
 
 
 def test_gprec_tiles_confine_the_gated_product_type_to_their_lines():
-    # DPLR takes grad_gprec (tf32x3) in dQ's and dK's gated products only; every other
-    # gated product of its KB kernel is printed with the stage's PREC2
-    import re
-    src = open(os.path.join(gen.OUT_DIR, "dplr_delta_rule.py")).read()
-    body = _kernel_body(src, "_dgradkb_kernel")
-    lines = dict(re.findall(r"^\s+(b_\w+) = (.*)$", body, re.M))
-    with_gprec = sorted(n for n, code in lines.items() if "GPREC)" in code)
-    assert with_gprec == ["b_dK", "b_dQ"], with_gprec
-    assert "CT2, PREC2)" in lines["b_dA"] and "CT2, PREC2)" in lines["b_dB"]
-    # GLA names none: all of its gated products take grad_gprec
-    gla = _kernel_body(open(os.path.join(gen.OUT_DIR, "gla.py")).read(), "_dgradk_kernel")
-    assert "CT2, GPREC)" in gla and "CT2, PREC2)" not in gla
+    # DPLR takes grad_gated (tf32x3) in dQ's and dK's gated products only; every other
+    # gated product of its KB kernel is printed with the kernel's PREC2
+    bw = emit.backward_stages(*planned("dplr_delta_rule"))
+    assert _gated_lines(bw.grad_kb, "GPREC") == ["b_dK", "b_dQ"]
+    assert {"b_dA", "b_dB"} <= set(_gated_lines(bw.grad_kb, "PREC2"))
+    # GLA names none: all of its gated products take grad_gated
+    gla = emit.backward_stages(*planned("gla")).grad_k
+    assert _gated_lines(gla, "GPREC") and not _gated_lines(gla, "PREC2")
 
 
 def test_gprec_tiles_naming_no_gradient_line_is_refused():
@@ -211,34 +205,110 @@ def test_gprec_tiles_naming_no_gradient_line_is_refused():
         gen.render_variant(v)
 
 
-@pytest.mark.parametrize("name", sorted(BY_NAME))
+@pytest.mark.parametrize("name", ALL)
 def test_a_repeated_line_reads_the_first_tile(name):
     # the grouped gate gradients print dQ, dK, ... again from their claims; the kernel
     # computes each once (Triton does not merge repeated gated products)
     import re
-    src = open(os.path.join(gen.OUT_DIR, f"{name}.py")).read()
-    for kernel in re.findall(r"^def (_\w+_kernel)\(", src, re.M):
+    p, bwd = planned(name)
+    bw = emit.backward_stages(p, bwd)
+    for st in [s for s in emit.forward_stages(p) + tuple(vars(bw).values()) if s]:
         seen = {}
-        for target, code in re.findall(r"^\s+(b_\w+) = (.*)$", _kernel_body(src, kernel), re.M):
-            if re.fullmatch(r"b_\w+", code) or "+=" in code:
+        for ln in st.lines:
+            if re.fullmatch(r"b_\w+", ln.code):
                 continue
-            assert code not in seen, f"{name}.{kernel}: {target} repeats {seen[code]}"
-            seen[code] = target
+            assert ln.code not in seen, f"{name}: {ln.target} repeats {seen[ln.code]}"
+            seen[ln.code] = ln.target
     if name == "dplr_delta_rule":
-        assert "b_g_q = b_dQ" in _kernel_body(src, "_dgradkb_kernel")
+        assert ("b_g_q", "b_dQ") in [(ln.target, ln.code) for ln in bw.grad_kb.lines]
 
 
 def test_vred_rowsums_keep_the_c_kernel_off_the_wide_v_reductions():
     # Gated DeltaNet's C kernel read delta O S and V_new delta S (C x Dk, per V block) only
     # for its gate gradient's row sums; with vred_rowsums the V kernel writes those sums
-    import re
     v = BY_NAME["gated_delta_rule"]
     assert v.vred_rowsums
+    p, bwd = planned(v.name)
 
-    def wide_reads(src):
-        return re.findall(r"b_(vr\d+) = tl.load\(r_vr\d+ \+ p_r \* \(BT \* BKF\)", _kernel_body(src, "_dgradc_kernel"))
-    on = gen.render_variant(v)
-    off = gen.render_variant(dataclasses.replace(v, vred_rowsums=False))
-    assert len(wide_reads(on)) == 1 and len(wide_reads(off)) == 3, (wide_reads(on), wide_reads(off))
-    # the V kernel writes the row sums as columns
-    assert re.search(r"tl.store\(r_vr\d+ \+ p_r \* \(BT \* 1\)", _kernel_body(on, "_dgradv_kernel"))
+    def c_reads(variant):
+        q = plan.build(variant, p.deriv, check=False)
+        side = backward.split_gradients(q, bwd).k_side
+        c, _ = backward.split_k(q, side)
+        return [r.expr.shape() for r in c.reads_passed if r.layout == VSUM]
+    on = c_reads(v)
+    off = c_reads(dataclasses.replace(v, vred_rowsums=False))
+    assert on.count(("C", "Dk")) == 1 and off.count(("C", "Dk")) == 3, (on, off)
+    assert on.count(("C", "1")) == off.count(("C", "1")) + 2     # the V kernel writes the two sums as columns
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_printed_definition_cites_its_claim(name):
+    p, bwd = planned(name)
+    bw = emit.backward_stages(p, bwd)
+    for st in [s for s in emit.forward_stages(p) + tuple(vars(bw).values()) if s]:
+        for ln in st.lines:
+            assert not ln.comment or "   [claim " in ln.comment or ", under claims " in ln.comment, ln.comment
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_no_computed_tile_goes_unread(name):
+    # every line's tile is read by a later line, stored, or written for another kernel
+    import re
+    p, bwd = planned(name)
+    intra, state, out = emit.forward_stages(p)
+    bw = emit.backward_stages(p, bwd)
+    roots = {"b_" + p.program.state, "b_" + p.program.output, "b_dS_prev"}
+    for st in [s for s in (intra, state, out) + tuple(vars(bw).values()) if s]:
+        reads = set(roots) | {"b_" + f for f in st.finals} | {f"b_{w}" for w in st.writes} \
+            | {f"b_{w}_log" for w in st.writes}
+        reads |= {t for s in st.writes_passed for t in re.findall(r"b_\w+", s.value)}
+        for ln in st.lines:
+            reads |= set(re.findall(r"b_\w+", ln.code))
+        assert all(ln.target in reads for ln in st.lines)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_generated_modules_hold_only_the_kernels_they_run(name):
+    # the backward's shape follows the planner: a hoisted reverse scan where something is
+    # state-free, a K-blocked gradient kernel where a tile needs whole K rows
+    import importlib
+    m = importlib.import_module(f"chunkproof.kernels.{name}")
+    bw = emit.backward_stages(*planned(name))
+    kernels = {k for k in vars(m) if k.endswith("_kernel")}
+    want = {"_intra_kernel", "_state_kernel", "_out_kernel", "_dgradv_kernel"}
+    want |= {"_dstate_kernel"} if bw.reverse else {"_dstate_pre_kernel", "_dstateh_kernel"}
+    want |= {"_dgradk_kernel"} if bw.grad_k else {"_dgradc_kernel", "_dgradkb_kernel"}
+    assert kernels == want
+    assert (m.TILING.grad_BK is None) == (bw.grad_k is not None)
+    assert max(len(ln.encode()) for ln in open(m.__file__, encoding="utf-8").read().splitlines()) <= gen.MAX_LINE
+
+
+def test_tiling_refuses_unknown_keys_and_bad_values():
+    v = BY_NAME["gla"]
+    with pytest.raises(plan.CodegenError, match=r"variant gla.*unknown TILING key\(s\) 'grad_split'.*the keys: BT, BV"):
+        gen.render_variant(dataclasses.replace(v, tiling=dict(v.tiling, grad_split=True)))
+    with pytest.raises(plan.CodegenError, match=r"grad_dots must be one of 'input', 'tf32', 'tf32_mixed', got 'tf32x3'"):
+        gen.render_variant(dataclasses.replace(v, tiling=dict(v.tiling, grad_dots="tf32x3")))
+    with pytest.raises(plan.CodegenError, match=r"missing TILING key\(s\) 'BV'"):
+        gen.render_variant(dataclasses.replace(v, tiling={k: x for k, x in v.tiling.items() if k != "BV"}))
+    with pytest.raises(plan.CodegenError, match="grad_BK is 32, but its gradient stage has no K-blocked kernel"):
+        gen.render_variant(dataclasses.replace(v, tiling=dict(v.tiling, grad_BK=32)))
+    t = Tiling.of(**v.tiling)
+    with pytest.raises(ValueError, match="BT must be a power of two >= 16, got 48"):
+        t.replace(BT=48)
+    assert all(Tiling.doc(k) for k in Tiling.keys())
+
+
+def test_run_time_override_is_validated_and_restored():
+    import chunkproof.kernels.kda as m
+    before = m.TILING
+    with m.tiling_override(grad_BV=16) as t:
+        assert m.TILING is t and t.grad_BV == 16 and t.BT == before.BT
+    assert m.TILING is before
+    with pytest.raises(ValueError, match=r"unknown TILING key\(s\) 'schedule'"):
+        with m.tiling_override(schedule="fused"):
+            pass
+    with pytest.raises(ValueError, match="keep_forward must be True or False, got 1"):
+        with m.tiling_override(keep_forward=1):
+            pass
+    assert m.TILING is before

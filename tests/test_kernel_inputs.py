@@ -86,24 +86,15 @@ def test_cpu_without_interpreter_is_a_clear_error(monkeypatch):
 
 
 def test_fp32_tiling_overrides():
-    # fp32 products stage twice the bytes: fewer stages and narrower V blocks (codegen/variants.py)
+    # fp32 products stage twice the bytes: fewer stages and narrower V blocks; the delta
+    # rules take chunks of 32 (codegen/variants.py)
     from chunkproof.kernels._runtime import effective_tiling
     import chunkproof.kernels.kda as m
     base = effective_tiling(m.TILING, torch.bfloat16, 128, 128)
     f32 = effective_tiling(m.TILING, torch.float32, 128, 128)
     wide = effective_tiling(m.TILING, torch.float32, 256, 64)
-    assert base["BV"] == m.TILING["BV"] and f32["BV"] == m.TILING["fp32"]["BV"]
-    assert f32["scan_stages"] == 1 and wide["BV"] == m.TILING["fp32_wide"]["BV"]
-    assert not any(isinstance(v, dict) for v in base.values())
-
-
-def test_gradient_launch_groups_are_checked():
-    from chunkproof.kernels._runtime import grad_launches
-    spec = (("q", "k"), ("k", "k"), ("v", "v"), ("g", "gate_k"))
-    assert grad_launches({}, spec) == [15]
-    assert grad_launches({"grad_groups": [["q", "k"], ["v", "g"]]}, spec) == [3, 12]
-    with pytest.raises(ValueError, match=r"grad_groups.*must cover each of \['q', 'k', 'v', 'g'\] once"):
-        grad_launches({"grad_groups": [["q", "k"], ["v"]]}, spec)
+    assert base == m.TILING and f32.BV == m.TILING.fp32_BV and f32.BT == 32
+    assert f32.scan_stages == f32.out_stages == 1 and wide.BV == m.TILING.fp32_wide_BV
 
 
 def test_out_of_resources_names_the_function_and_the_knobs(monkeypatch):
@@ -121,5 +112,6 @@ def test_out_of_resources_names_the_function_and_the_knobs(monkeypatch):
     monkeypatch.setattr(m, "_intra_kernel", TooBig())
     args, _, _ = make_inputs("gated_delta_rule", 1, 8, 1, 16, 32, seed=0)
     with pytest.raises(RuntimeError, match=r"chunk_gated_delta_rule \(forward, float32, K=16, V=32\).*"
-                                           r"278528 of shared memory.*232448.*grad_BV.*gated_delta_rule\.TILING"):
+                                           r"278528 of shared memory.*232448.*grad_BV.*"
+                                           r"gated_delta_rule\.tiling_override"):
         m.chunk_gated_delta_rule(*args)

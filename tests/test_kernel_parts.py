@@ -4,7 +4,7 @@ import torch
 import triton
 import triton.language as tl
 
-from chunkproof.kernels._runtime import _inv_unit_lower
+from chunkproof.kernels._runtime import _blocked_gated_dot, _inv_unit_lower
 
 
 @triton.jit
@@ -28,4 +28,31 @@ def test_inverse_of_unit_lower(BT, seed):
     _inv_kernel[(1,)]((X + torch.triu(junk, 1)).float().contiguous(), y, BT=BT)
     ref = torch.linalg.inv(X)
     err = float(torch.linalg.norm(y.double() - ref) / torch.linalg.norm(ref))
+    assert err < 1e-5, err
+
+
+@triton.jit
+def _blocked_kernel(a_ptr, f_ptr, b_ptr, out_ptr, BT: tl.constexpr, D: tl.constexpr, STRICT: tl.constexpr):
+    o_t = tl.arange(0, BT)
+    o_d = tl.arange(0, D)
+    a = tl.load(a_ptr + o_t[:, None] * D + o_d[None, :])
+    f = tl.load(f_ptr + o_t[:, None] * D + o_d[None, :])
+    b = tl.load(b_ptr + o_t[:, None] * D + o_d[None, :])
+    p = _blocked_gated_dot(a, f, tl.trans(b), -tl.trans(f), STRICT, BT, tl.float32, tl.float32, "ieee")
+    tl.store(out_ptr + o_t[:, None] * BT + o_t[None, :], p)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_blocked_gated_product_at_mild_decay(strict):
+    # the form the kernels take once a chunk's decay is out of the rebalanced form's
+    # range, checked on its own where both forms are exact: P_ij = sum_d a_id b_jd
+    # exp(f_id - f_jd) on and below the diagonal (strictly below if strict)
+    BT, D = 64, 16
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(BT, D, generator=g, dtype=torch.float64), torch.randn(BT, D, generator=g, dtype=torch.float64)
+    f = torch.cumsum(-0.05 * torch.rand(BT, D, generator=g, dtype=torch.float64), 0)
+    want = torch.einsum("id,jd->ij", a * f.exp(), b * (-f).exp()).tril(-1 if strict else 0)
+    got = torch.empty(BT, BT)
+    _blocked_kernel[(1,)](a.float(), f.float(), b.float(), got, BT=BT, D=D, STRICT=strict)
+    err = float(torch.linalg.norm(got.double() - want) / torch.linalg.norm(want))
     assert err < 1e-5, err

@@ -2,7 +2,6 @@
 
 CPU: Triton's interpreter at small shapes (TRITON_INTERPRET=1, set in conftest.py).
 GPU (`pytest -m gpu`): the same properties at real shapes on CUDA."""
-import contextlib
 import importlib
 import os
 
@@ -20,24 +19,12 @@ CPU_BUCKETS = [(1, 1, 1, 16, 16), (1, 37, 2, 16, 32), (2, 64, 1, 32, 16), (1, 13
 # compiles dominate a GPU run; B, T and H are run-time values
 GPU_BUCKETS = [(2, 1000, 4, 128, 64), (1, 2049, 3, 128, 64), (3, 1, 2, 128, 64), (2, 333, 3, 128, 64)]
 FP32_TOL = 1e-4
-SCHEDULES = ["fused", "split"]
 
 
-@contextlib.contextmanager
-def schedule(name, which):
-    """Run the variant's kernels under the given schedule ('fused' or 'split')."""
-    mod = importlib.import_module(f"chunkproof.kernels.{name}")
-    old = mod.TILING["schedule"]
-    mod.TILING["schedule"] = which
-    try:
-        yield
-    finally:
-        mod.TILING["schedule"] = old
-
-
-def _run(name, bucket, seed, h0, dtype, device, sched="fused"):
+def _run(name, bucket, seed, h0, dtype, device, **tiling):
     args, ref, state = make_inputs(name, *bucket, seed=seed, dtype=dtype, device=device, h0=h0)
-    with torch.no_grad(), schedule(name, sched):
+    mod = importlib.import_module(f"chunkproof.kernels.{name}")
+    with torch.no_grad(), mod.tiling_override(**tiling):
         o, ht = kernel(name)(*args, initial_state=state, output_final_state=True)
     ro, rh = recurrence(name, initial_state=state, **ref)
     assert o.shape == ro.shape and o.dtype == args[0].dtype
@@ -47,20 +34,18 @@ def _run(name, bucket, seed, h0, dtype, device, sched="fused"):
 
 @pytest.mark.parametrize("name", VARIANTS)
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2 ** 16), bucket=st.sampled_from(CPU_BUCKETS), h0=st.booleans(),
-       sched=st.sampled_from(SCHEDULES))
-def test_interpreter_fp32_matches_recurrence(name, seed, bucket, h0, sched):
-    eo, eh = _run(name, bucket, seed, h0, torch.float32, "cpu", sched)
+@given(seed=st.integers(0, 2 ** 16), bucket=st.sampled_from(CPU_BUCKETS), h0=st.booleans())
+def test_interpreter_fp32_matches_recurrence(name, seed, bucket, h0):
+    eo, eh = _run(name, bucket, seed, h0, torch.float32, "cpu")
     assert eo <= FP32_TOL and eh <= FP32_TOL, \
-        f"{name} {bucket} seed={seed} h0={h0} {sched}: o {eo:.2e}, state {eh:.2e}"
+        f"{name} {bucket} seed={seed} h0={h0}: o {eo:.2e}, state {eh:.2e}"
 
 
 @pytest.mark.parametrize("name", VARIANTS)
-@pytest.mark.parametrize("dtype, sched", [(torch.bfloat16, "fused"), (torch.bfloat16, "split"),
-                                          (torch.float16, "fused")])
-def test_interpreter_16bit_runs_close(name, dtype, sched):
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_interpreter_16bit_runs_close(name, dtype):
     # a loose bound against gross errors; the comparison with FLA's bf16 error is a benchmark
-    eo, eh = _run(name, (1, 70, 1, 16, 32), 3, True, dtype, "cpu", sched)
+    eo, eh = _run(name, (1, 70, 1, 16, 32), 3, True, dtype, "cpu")
     assert eo <= 5e-2 and eh <= 5e-2, f"{name} {dtype}: o {eo:.2e}, state {eh:.2e}"
 
 
@@ -82,14 +67,13 @@ def test_chunk_size_is_data():
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", VARIANTS)
 @settings(max_examples=4, deadline=None)
-@given(seed=st.integers(0, 2 ** 16), bucket=st.sampled_from(GPU_BUCKETS), h0=st.booleans(),
-       sched=st.sampled_from(SCHEDULES))
-def test_gpu_fp32_matches_recurrence(name, seed, bucket, h0, sched):
+@given(seed=st.integers(0, 2 ** 16), bucket=st.sampled_from(GPU_BUCKETS), h0=st.booleans())
+def test_gpu_fp32_matches_recurrence(name, seed, bucket, h0):
     if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
         pytest.fail("pytest -m gpu needs CUDA and TRITON_INTERPRET unset")
-    eo, eh = _run(name, bucket, seed, h0, torch.float32, "cuda", sched)
+    eo, eh = _run(name, bucket, seed, h0, torch.float32, "cuda")
     assert eo <= FP32_TOL and eh <= FP32_TOL, \
-        f"{name} {bucket} seed={seed} h0={h0} {sched}: o {eo:.2e}, state {eh:.2e}"
+        f"{name} {bucket} seed={seed} h0={h0}: o {eo:.2e}, state {eh:.2e}"
 
 
 @pytest.mark.gpu
@@ -98,14 +82,6 @@ def test_gpu_fp32_matches_recurrence(name, seed, bucket, h0, sched):
 def test_gpu_16bit_close(name, dtype):
     eo, eh = _run(name, (2, 1000, 4, 128, 64), 11, True, dtype, "cuda")
     assert eo <= 5e-2 and eh <= 5e-2, f"{name} {dtype}: o {eo:.2e}, state {eh:.2e}"
-
-
-@pytest.mark.parametrize("name", VARIANTS)
-def test_split_schedule_agrees_with_fused(name):
-    # the two schedules print the same claims into different kernels; both must match the oracle
-    errs = {s: _run(name, (2, 130, 1, 16, 24), 7, True, torch.float32, "cpu", s) for s in SCHEDULES}
-    for s, (eo, eh) in errs.items():
-        assert eo <= FP32_TOL and eh <= FP32_TOL, f"{name} {s}: o {eo:.2e}, state {eh:.2e}"
 
 
 # entries above the diagonal may overflow before the causal mask discards them
@@ -122,63 +98,33 @@ def test_strong_decay(name, per_step):
     args = list(args)
     args[gi] = torch.full_like(args[gi], per_step)
     ref["g"] = args[gi]
-    for sched in SCHEDULES:
-        with schedule(name, sched):
-            o, ht = kernel(name)(*args, initial_state=state, output_final_state=True)
-        ro, rh = recurrence(name, initial_state=state, **ref)
-        assert torch.isfinite(o).all() and torch.isfinite(ht).all()
-        assert rel_rms(o, ro) <= FP32_TOL and rel_rms(ht, rh) <= FP32_TOL
+    o, ht = kernel(name)(*args, initial_state=state, output_final_state=True)
+    ro, rh = recurrence(name, initial_state=state, **ref)
+    assert torch.isfinite(o).all() and torch.isfinite(ht).all()
+    assert rel_rms(o, ro) <= FP32_TOL and rel_rms(ht, rh) <= FP32_TOL
 
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_odd_wide_heads(name):
     # K and V not powers of two, V over 128 (fp32: V blocks of 16, many of them)
-    for sched in SCHEDULES:
-        eo, eh = _run(name, (1, 70, 1, 100, 200), 3, True, torch.float32, "cpu", sched)
-        assert eo <= FP32_TOL and eh <= FP32_TOL, f"{name} {sched}: o {eo:.2e}, state {eh:.2e}"
-
-
-@pytest.mark.parametrize("name", ["gla", "kda"])
-@pytest.mark.parametrize("mode", ["rebalanced", "blocks"])
-def test_each_gate_product_form_matches_at_mild_decay(name, mode, monkeypatch):
-    # the default ("stable") picks per chunk between the two exact forms, and at mild
-    # decay always takes the rebalanced one: each is checked on its own here
-    mod = importlib.import_module(f"chunkproof.kernels.{name}")
-    monkeypatch.setitem(mod.TILING, "gate_products", mode)
-    eo, eh = _run(name, (1, 130, 1, 16, 24), 5, True, torch.float32, "cpu", "split")
+    eo, eh = _run(name, (1, 70, 1, 100, 200), 3, True, torch.float32, "cpu")
     assert eo <= FP32_TOL and eh <= FP32_TOL, f"{name}: o {eo:.2e}, state {eh:.2e}"
 
 
-def test_unknown_gate_products_mode_is_refused(monkeypatch):
+def test_a_bad_tiling_override_is_refused():
     mod = importlib.import_module("chunkproof.kernels.gla")
-    args, _, _ = make_inputs("gla", 1, 5, 1, 16, 16, seed=0)
-    monkeypatch.setitem(mod.TILING, "gate_products", "fast")
-    with pytest.raises(ValueError, match="gate_products"):
-        kernel("gla")(*args)
-
-
-def test_fp32_products_is_data(monkeypatch):
-    # "tf32x3" runs the same kernels (the interpreter multiplies it in fp32; its accuracy
-    # is measured on the GPU); an unknown value is a clear error
-    mod = importlib.import_module("chunkproof.kernels.kda")
-    monkeypatch.setitem(mod.TILING, "fp32_products", "tf32x3")
-    eo, eh = _run("kda", (1, 70, 1, 16, 24), 2, True, torch.float32, "cpu", "split")
-    assert eo <= FP32_TOL and eh <= FP32_TOL
-    monkeypatch.setitem(mod.TILING, "fp32_products", "tf32")
-    args, _, _ = make_inputs("kda", 1, 5, 1, 16, 16, seed=0)
-    with pytest.raises(ValueError, match="fp32_products"):
-        kernel("kda")(*args)
+    with pytest.raises(ValueError, match=r"forward_dots must be one of 'input', 'tf32', 'tf32_mixed', got 'fast'"):
+        _run("gla", (1, 5, 1, 16, 16), 0, False, torch.float32, "cpu", forward_dots="fast")
+    with pytest.raises(ValueError, match=r"unknown TILING key\(s\) 'gate_products'.*the keys: BT"):
+        _run("gla", (1, 5, 1, 16, 16), 0, False, torch.float32, "cpu", gate_products="blocks")
+    assert mod.TILING.forward_dots == "tf32_mixed"
 
 
 @pytest.mark.parametrize("name", ["gla", "dplr_delta_rule"])
-def test_tf32_mixed_keeps_computed_operands_out_of_bf16(name, monkeypatch):
-    # computed_dots="tf32_mixed" multiplies an input tile by a computed one without
+def test_tf32_mixed_keeps_computed_operands_out_of_bf16(name):
+    # forward_dots="tf32_mixed" multiplies an input tile by a computed one without
     # rounding the computed one to bf16: on the CPU (bf16 rounding emulated, tf32 as
-    # fp32) its output error on bf16 inputs is clearly below the default's
-    mod = importlib.import_module(f"chunkproof.kernels.{name}")
-    errs = {}
-    for mode in ("tf32", "tf32_mixed"):
-        monkeypatch.setitem(mod.TILING, "computed_dots", mode)
-        errs[mode] = sum(_run(name, (1, 130, 2, 32, 32), s, True, torch.bfloat16, "cpu", "split")[0]
-                         for s in range(2))
+    # fp32) its output error on bf16 inputs is clearly below tf32's
+    errs = {mode: sum(_run(name, (1, 130, 2, 32, 32), s, True, torch.bfloat16, "cpu", forward_dots=mode)[0]
+                      for s in range(2)) for mode in ("tf32", "tf32_mixed")}
     assert errs["tf32_mixed"] < 0.8 * errs["tf32"], errs

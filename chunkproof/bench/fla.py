@@ -1,0 +1,83 @@
+"""flash-linear-attention (FLA), the baseline: imported only when asked for.
+
+FLA 0.5+ routes some entry points (gated_delta_rule, kda, ...) through fla.backends:
+the first registered backend that is installed, enabled and accepts the call runs it,
+else FLA's own Triton kernels.  FLA_DISABLE_BACKEND_DISPATCH=1 (read when fla.backends
+is imported) bypasses that; `backend` says which one a call would take."""
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+
+ENTRY = {
+    "gla": ("fla.ops.gla", "chunk_gla"),
+    "gated_delta_rule": ("fla.ops.gated_delta_rule", "chunk_gated_delta_rule"),
+    "kda": ("fla.ops.kda", "chunk_kda"),
+    "dplr_delta_rule": ("fla.ops.generalized_delta_rule", "chunk_dplr_delta_rule"),
+}
+# our inputs arrive L2-normalised already (chunkproof.bench.inputs)
+DEFAULT_KWARGS = {"gated_delta_rule": {"use_qk_l2norm_in_kernel": False}}
+
+
+def importable():
+    return importlib.util.find_spec("fla") is not None
+
+
+def version():
+    """FLA's version from its installed metadata (no import), or why there is none."""
+    if not importable():
+        return "not installed"
+    for dist in ("fla-core", "flash-linear-attention"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return "unknown version"
+
+
+def load(variant, force=False, **kwargs):
+    """FLA's entry point for `variant` as fn(*inputs, **call_kwargs), with
+    DEFAULT_KWARGS and `kwargs` added to every call.  force: run the gated backward that
+    FLA 0.6.0 refuses on Hopper with Triton 3.4 to 3.7.0 (its issue #640: wrong results),
+    to time it; its gradients are measured like any others and may be wrong."""
+    mod_name, fn_name = ENTRY[variant]
+    if force:
+        co = importlib.import_module("fla.ops.common.chunk_o")
+        if hasattr(co, "TRITON_ABOVE_3_7_1"):
+            co.TRITON_ABOVE_3_7_1 = True
+    fn = getattr(importlib.import_module(mod_name), fn_name)
+    extra = {**DEFAULT_KWARGS.get(variant, {}), **kwargs}
+    return lambda *a, **kw: fn(*a, **kw, **extra)
+
+
+def backend(variant, args=(), kwargs=None):
+    """The backend FLA's dispatch picks for fn(*args, **kwargs): 'triton' (FLA's own
+    kernels), another backend's name, or why it cannot tell."""
+    if os.environ.get("FLA_DISABLE_BACKEND_DISPATCH") == "1":
+        return "triton (FLA_DISABLE_BACKEND_DISPATCH=1)"
+    try:
+        reg = importlib.import_module("fla.backends").BackendRegistry
+    except (ImportError, AttributeError):
+        return "triton (no fla.backends.BackendRegistry: FLA < 0.5)"
+    try:     # a private API of FLA that differs between versions: read defensively
+        if hasattr(reg, "ensure_initialized"):
+            reg.ensure_initialized(variant)
+        registries = getattr(reg, "_registries", None)
+        if registries is None:
+            return "not determined (FLA's dispatch registry not recognised)"
+        registry = registries.get(variant)
+        if registry is None:
+            return "triton (no other backend registered)"
+        fn_name = ENTRY[variant][1]
+        kwargs = {**DEFAULT_KWARGS.get(variant, {}), **(kwargs or {})}
+        ordered = (registry._get_sorted_backends() if hasattr(registry, "_get_sorted_backends")
+                   else list(getattr(registry, "_backends", {}).values()))
+        for be in ordered:
+            if not (be.is_available() and be.is_enabled()) or getattr(be, fn_name, None) is None:
+                continue
+            ok, _ = be.verify(fn_name, *args, **kwargs)
+            if ok:
+                return be.backend_type
+        return "triton (no registered backend usable or accepting the call)"
+    except Exception as e:  # noqa: BLE001
+        return f"not determined ({type(e).__name__}: {e})"[:120]

@@ -1,0 +1,121 @@
+"""The tiling schema of a generated module: block and launch sizes and the product
+type of each kernel family, one frozen record per variant (values: codegen/variants.py).
+
+`chunkproof gen` prints this file verbatim into generated_kernels/_runtime.py, so the
+kernels validate their run-time overrides with the same rules as the generator; it
+therefore imports only the standard library."""
+import dataclasses
+from dataclasses import dataclass, field, fields
+
+# product types of the products that involve a computed tile, for bf16 inputs: "input"
+# (rounded to bf16), "tf32" (two computed tiles in tf32, a computed tile times an input
+# tile in bf16), "tf32_mixed" (both kinds in tf32).  fp32 inputs always multiply in fp32
+# ("ieee"), fp16 inputs in tf32.
+DOTS = ("input", "tf32", "tf32_mixed")
+# the gradient kernels' gated intra-chunk products of fp32 operands (bf16 inputs)
+GATED = ("tf32", "tf32x3")
+WARPS = (1, 2, 4, 8, 16)
+
+
+def _key(doc, allowed):
+    return field(metadata={"doc": doc, "allowed": allowed})
+
+
+def _block(x):
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 16 and x & (x - 1) == 0
+
+
+def _positive(x):
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+
+_RULES = {
+    "block": (_block, "a power of two >= 16"),
+    "block_or_none": (lambda x: x is None or _block(x), "None or a power of two >= 16"),
+    "positive": (_positive, "an int >= 1"),
+    "bool": (lambda x: isinstance(x, bool), "True or False"),
+}
+
+
+def _allows(allowed, value):
+    if isinstance(allowed, tuple):
+        return any(value == a and type(value) is type(a) for a in allowed)
+    return _RULES[allowed][0](value)
+
+
+def _describe(allowed):
+    if isinstance(allowed, tuple):
+        return "one of " + ", ".join(map(repr, allowed))
+    return _RULES[allowed][1]
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """Every key is stated for every variant; nothing falls back to another key."""
+    BT: int = _key("chunk size: tokens per chunk (bf16 and fp16 inputs)", "block")
+    BV: int = _key("V block of the state scan, output kernel and reverse scan", "block")
+    prep_warps: int = _key("warps of the intra kernel", WARPS)
+    prep_stages: int = _key("pipelining stages of the intra kernel", "positive")
+    scan_warps: int = _key("warps of the sequential kernels (state scan, reverse scan)", WARPS)
+    scan_stages: int = _key("pipelining stages of the sequential kernels", "positive")
+    out_warps: int = _key("warps of the output kernel and of the reverse scan's parallel part", WARPS)
+    out_stages: int = _key("pipelining stages of the output kernel and the reverse scan's parallel part",
+                           "positive")
+    grad_BV: int = _key("V block of the gradient V kernel", "block")
+    grad_BK: int | None = _key("K block of the gradient KB kernel; None where the K side is not split",
+                               "block_or_none")
+    grad_warps: int = _key("warps of the gradient kernels", WARPS)
+    grad_stages: int = _key("pipelining stages of the gradient kernels", "positive")
+    forward_dots: str = _key("products with a computed tile in the intra, state and output kernels", DOTS)
+    reverse_dots: str = _key("products with a computed tile in the reverse scan (and its parallel part)", DOTS)
+    gradv_dots: str = _key("products with a computed tile in the gradient V kernel", DOTS)
+    grad_dots: str = _key("products with a computed tile in the gradient K, C and KB kernels", DOTS)
+    grad_gated: str = _key("the gradient kernels' gated products of fp32 operands (Variant.gprec_tiles' lines)", GATED)
+    keep_forward: bool = _key("autograd keeps the forward's intra tiles and chunk states for the backward", "bool")
+    fp32_BT: int = _key("chunk size for fp32 inputs", "block")
+    fp32_BV: int = _key("V block (BV) for fp32 inputs", "block")
+    fp32_wide_BV: int = _key("V block (BV) for fp32 inputs with K or V over 128", "block")
+    fp32_stages: int = _key("scan_stages and out_stages for fp32 inputs", "positive")
+
+    def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not _allows(f.metadata["allowed"], value):
+                raise ValueError(f"TILING {f.name} must be {_describe(f.metadata['allowed'])}, got {value!r} "
+                                 f"({f.metadata['doc']})")
+
+    @classmethod
+    def keys(cls):
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def doc(cls, key):
+        return {f.name: f.metadata["doc"] for f in fields(cls)}[key]
+
+    @classmethod
+    def of(cls, **values):
+        """A Tiling from keyword values; a missing or unknown key is a ValueError naming it."""
+        unknown = sorted(set(values) - set(cls.keys()))
+        missing = [k for k in cls.keys() if k not in values]
+        if unknown or missing:
+            what = "; ".join(part for part in (
+                f"unknown TILING key(s) {', '.join(map(repr, unknown))}" if unknown else "",
+                f"missing TILING key(s) {', '.join(map(repr, missing))}" if missing else "") if part)
+            raise ValueError(f"{what} (the keys: {', '.join(cls.keys())})")
+        return cls(**values)
+
+    def replace(self, **changes):
+        """This tiling with ``changes``; an unknown key or a bad value is a ValueError."""
+        unknown = sorted(set(changes) - set(self.keys()))
+        if unknown:
+            raise ValueError(f"unknown TILING key(s) {', '.join(map(repr, unknown))} "
+                             f"(the keys: {', '.join(self.keys())})")
+        return dataclasses.replace(self, **changes)
+
+    def for_inputs(self, fp32, wide):
+        """The tiling the kernels run with: fp32 inputs (``wide``: K or V over 128) take
+        the fp32 chunk size, V block and stages, as their products stage twice the bytes."""
+        if not fp32:
+            return self
+        return dataclasses.replace(self, BT=self.fp32_BT, BV=self.fp32_wide_BV if wide else self.fp32_BV,
+                                   scan_stages=self.fp32_stages, out_stages=self.fp32_stages)
