@@ -1,57 +1,86 @@
 """Compile every generated kernel for a GPU target without a GPU (Triton's bundled
-LLVM and ptxas), to catch lowering failures and see compile times before spending
-device time.  Uses this machine's Triton, which may be newer than the GPU's.
+LLVM and ptxas), to catch lowering failures and see shared memory, registers, spills
+and compile times before spending device time.  Uses this machine's Triton, which may
+be newer than the GPU's.
 
-    python benchmarks/compile_check.py [--arch 90] [--dtype bf16] [--K 128 --V 128]
+Each kernel is compiled with the launch its module gives it (the module's
+launch_specs: constexprs, num_warps, num_stages, the same call its launch code makes),
+so nothing here restates a launch.  --list prints those launches and checks them
+against the kernels' signatures without compiling.
+
+    python benchmarks/compile_check.py [--arch 90] [--dtype bf16] [--K 128 --V 128] [--list]
 """
 import importlib
 import inspect
 import os
-import tempfile
+import re
+import subprocess
 import sys
+import tempfile
 import time
 
 import torch
-import triton
 import triton.language as tl
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 
 from chunkproof.bench import args as A, tiling
-from chunkproof.kernels import _runtime
 
 PROG = "compile_check.py"
 PTR = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+INTS = ("T", "H", "NCH", "use_h0", "store_ht", "use_dht")
+FP32_STATES = ("h0", "ht", "dh", "dht", "dh0")     # states and their gradients: fp32 always
 
 
-def signature(fn, dtype, consts, fp32_tiles=()):
+def constexpr_params(fn):
+    # from the annotations, not fn.params: the interpreter's functions have none
+    return [n for n, p in inspect.signature(fn.fn).parameters.items() if p.annotation is tl.constexpr]
+
+
+def signature(fn, launch, mod, dtype):
+    """The kernel's argument types as the module's launch code passes them on the
+    benchmarks' inputs (gates fp32, the other tensors in ``dtype``).  A constexpr the
+    launch gives that the kernel lacks, or the reverse, is a ValueError."""
+    wanted, given = constexpr_params(fn), set(launch.constexprs)
+    if set(wanted) != given:
+        raise ValueError(f"{launch.kernel}: launch_specs gives constexprs {sorted(given - set(wanted))} it does "
+                         f"not take, and not {sorted(set(wanted) - given)}")
+    ptr = PTR[dtype]
+    tensors = {n: "*fp32" if kind.startswith("gate") else ptr for n, kind in mod.ARGS}
+    tensors.update({"d_" + n: t for n, t in tensors.items()})     # gradients: torch.empty_like
+    tensors.update(h=ptr, do=ptr, o=ptr)
     sig = {}
     for name in inspect.signature(fn.fn).parameters:
-        if name in consts:
+        tile = name.split("_", 1)[-1]
+        if name in given:
             sig[name] = "constexpr"
-        elif name in ("scale",):
+        elif name == "scale":
             sig[name] = "fp32"
-        elif name in ("T", "H", "NTOK", "NCH", "use_h0", "store_ht", "use_dht"):
+        elif name in INTS:
             sig[name] = "i32"
-        elif name in ("h0", "ht", "dh", "dht", "dh0") or name.endswith("_Gamma") or name in ("g", "gk") \
-                or name.split("_", 1)[-1] in fp32_tiles and name.startswith(("in_", "out_")):
+        elif name in FP32_STATES or name.startswith(("r_", "w_")):   # r_, w_: tiles passed between kernels
             sig[name] = "*fp32"
-        elif name.startswith(("r_", "w_")):   # tiles passed between the backward's kernels
-            sig[name] = "*fp32"
-        elif name.startswith("d_") and name != "d_v":   # per-V-block partial sums (V > BV)
-            sig[name] = "*fp32"
+        elif name in tensors:
+            sig[name] = tensors[name]
+        elif name.startswith(("in_", "out_")):
+            sig[name] = "*fp32" if tile in mod.FP32_TILES else ptr
         else:
-            sig[name] = PTR[dtype]
+            raise ValueError(f"{launch.kernel}: no type known for argument {name!r}")
     return sig
 
 
+def _value(x):
+    return str(x) if isinstance(x, (tl.dtype, str)) else repr(x)
+
+
+def describe(launch):
+    """One line: the launch's options, then its constexprs, as KEY=VALUE."""
+    return " ".join([f"num_warps={launch.num_warps}", f"num_stages={launch.num_stages}"]
+                    + [f"{k}={_value(x)}" for k, x in launch.constexprs.items()])
+
+
 def ptxas_usage(ptx, arch):
-    """Registers and spills as ptxas reports them (the bundled ptxas)."""
-    import os
-    import re
-    import subprocess
-    import tempfile
+    """Registers and spills as the bundled ptxas reports them."""
+    import triton
     out = ""
     # the bundled ptxas may be older than the PTX this Triton prints; try the newer one too
     for name in ("ptxas", "ptxas-blackwell"):
@@ -74,41 +103,41 @@ def ptxas_usage(ptx, arch):
             f"{spill.group(1) + '/' + spill.group(2) if spill else '?'} B")
 
 
-def compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target, mod=None):
-    # each kernel with the product types the generated module launches it with
-    grad = kname in ("_dgrad_kernel", "_dgradv_kernel", "_dgradk_kernel", "_dgradc_kernel", "_dgradkb_kernel")
-    stage = "dstate" if kname in ("_dstate_kernel", "_dstateh_kernel", "_dstate_pre_kernel") else ("grad" if grad else None)
-    types = _runtime.kernel_types(TORCH_DTYPES[args.dtype], torch.device("cuda"), til, stage)
-    consts = dict(K=args.K, V=args.V, BT=BT, BK=BK, BV=BVF if kname == "_intra_kernel" else BV, **types)
-    role = "grad" if grad else {"_intra_kernel": "prep", "_out_kernel": "out", "_dstate_pre_kernel": "out"}.get(kname, "scan")
-    if kname in ("_dstateh_kernel", "_dstate_pre_kernel", "_dgradv_kernel"):
-        consts.update(BVF=BVF)
-    if grad:   # the gradient kernels: their own V blocks
-        consts.update(BV=min(til["grad_BV"], BVF))
-    if go is not None:
-        consts.update(GO=go)
-    if kname in ("_dgradv_kernel", "_dgradk_kernel", "_dgradc_kernel", "_dgradkb_kernel"):
-        consts.update(BKF=BK)
-        if kname != "_dgradv_kernel":
-            consts.update(NV=-(-args.V // consts["BV"]))
-        if kname == "_dgradkb_kernel":    # blocked over K (TILING grad_ksplit)
-            consts.update(BK=min(til.get("grad_ksplit") or BK, BK))
-    label = kname if go is None else f"{kname}[GO={go}]"
-    t0 = time.time()
-    try:
-        src = ASTSource(fn, signature(fn, args.dtype, consts, getattr(mod, "FP32_TILES", ())), constexprs=consts)
-        opts = {"num_warps": til[role + "_warps"], "num_stages": til[role + "_stages"]}
-        if kname in ("_dgradk_kernel", "_dgradc_kernel", "_dgradkb_kernel") and til.get("gradk_warps"):
-            opts["num_warps"] = til["gradk_warps"]
-        k = triton.compile(src, target=target, options=opts)
-        print(f"{v:18s} {label:22s} ok   {time.time() - t0:6.1f} s  shared {k.metadata.shared} B"
-              f"  {ptxas_usage(k.asm['ptx'], args.arch)}", flush=True)
-        return 0
-    except Exception as e:  # noqa: BLE001 - report every kernel
-        msg = str(e).strip().splitlines()
-        print(f"{v:18s} {label:22s} FAIL {time.time() - t0:6.1f} s  {msg[-1] if msg else type(e).__name__}",
-              flush=True)
-        return 1
+def compile_one(fn, launch, sig, arch):
+    """(shared bytes, ptxas usage) of the kernel compiled for sm_<arch>."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    src = ASTSource(fn, sig, constexprs=dict(launch.constexprs))
+    k = triton.compile(src, target=GPUTarget("cuda", arch, 32),
+                       options={"num_warps": launch.num_warps, "num_stages": launch.num_stages})
+    return k.metadata.shared, ptxas_usage(k.asm["ptx"], arch)
+
+
+def check_variant(v, mod, args):
+    """Compile (or with --list, describe) each kernel with its module's launch; the
+    number of kernels that failed."""
+    spec = mod.launch_specs(TORCH_DTYPES[args.dtype], torch.device("cuda"), args.K, args.V)
+    bad = 0
+    for launch in spec.kernels.values():
+        if args.kernels and launch.kernel not in args.kernels.split(","):
+            continue
+        fn = getattr(mod, launch.kernel)
+        t0 = time.time()
+        try:
+            sig = signature(fn, launch, mod, args.dtype)
+            if args.list:
+                print(f"{v} {launch.kernel} {describe(launch)}", flush=True)
+                continue
+            shared, usage = compile_one(fn, launch, sig, args.arch)
+            print(f"{v:18s} {launch.kernel:20s} ok   {time.time() - t0:6.1f} s  warps {launch.num_warps} "
+                  f"stages {launch.num_stages}  shared {shared} B  {usage}", flush=True)
+        except Exception as e:  # noqa: BLE001 - report every kernel
+            msg = str(e).strip().splitlines()
+            print(f"{v:18s} {launch.kernel:20s} FAIL {time.time() - t0:6.1f} s  "
+                  f"{msg[-1] if msg else type(e).__name__}", flush=True)
+            bad += 1
+    return bad
 
 
 def main(argv=None):
@@ -121,6 +150,8 @@ def main(argv=None):
     ap.add_argument("--kernels", default="", help="comma-separated kernel names (default: all)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a TILING override: JSON (8, null, [16, 32]) or a bare word; repeatable")
+    ap.add_argument("--list", action="store_true",
+                    help="print each kernel's launch (checked against its signature) without compiling")
     args = ap.parse_args(argv)
     try:
         variants = A.variants(args.variants)
@@ -130,33 +161,12 @@ def main(argv=None):
                 pass
     except ValueError as e:
         return A.fail(PROG, e)
-    tdt = TORCH_DTYPES[args.dtype]
-    target = GPUTarget("cuda", args.arch, 32)
     bad = 0
     for v in variants:
         mod = importlib.import_module(f"chunkproof.kernels.{v}")
-        with tiling.applied(mod, overrides) as settings:
-            bad += check_variant(v, mod, settings, args, tdt, target)
+        with tiling.applied(mod, overrides):
+            bad += check_variant(v, mod, args)
     return 1 if bad else 0
-
-
-def check_variant(v, mod, settings, args, tdt, target):
-    """Compile each kernel of mod with the launch options its tiling gives (the launch
-    code of the generated module, mirrored: keep the two in step)."""
-    bad = 0
-    til = _runtime.effective_tiling(settings, tdt, args.K, args.V)
-    BT, BK, BVF, BV = _runtime.block_sizes(args.K, args.V, til["BT"], til["BV"])
-    for kname in ("_intra_kernel", "_scan_kernel", "_state_kernel", "_out_kernel", "_dstate_kernel",
-                  "_dstate_pre_kernel", "_dstateh_kernel",
-                  "_dgrad_kernel", "_dgradv_kernel", "_dgradk_kernel", "_dgradc_kernel", "_dgradkb_kernel"):
-        fn = getattr(mod, kname, None)
-        if fn is None or (args.kernels and kname not in args.kernels.split(",")):
-            continue
-        # the gradient kernel is compiled once per launch group (TILING grad_groups)
-        groups = _runtime.grad_launches(til, mod.ARGS) if kname == "_dgrad_kernel" else [None]
-        for go in groups:
-            bad += compile_one(v, kname, fn, args, til, BT, BK, BVF, BV, go, target, mod)
-    return bad
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ import triton
 import triton.language as tl
 
 from ._runtime import (  # noqa: F401
-    Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args, check_grads,
-    effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
+    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args,
+    check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
@@ -677,22 +677,53 @@ def tiling_override(**changes):
         TILING = saved
 
 
+def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
+    """Every kernel's launch for inputs of ``dtype`` on ``device`` with head sizes K and V,
+    under ``tiling`` (default: the TILING in force): a Launches.  The launch code below
+    takes its constexprs, warps and stages from here alone, and
+    benchmarks/compile_check.py compiles each kernel with them."""
+    til = effective_tiling(TILING if tiling is None else tiling, dtype, K, V)
+    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV)
+    dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV)
+    types = kernel_types(dtype, device, til.forward_dots)
+    scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
+    kernels = [
+        # the intra kernel holds every V column of a chunk
+        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages),
+        Launch("_state_kernel", dict(dims, **types), *scan),
+        Launch("_out_kernel", dict(dims, **types), *out),
+    ]
+    BVG = min(til.grad_BV, BV_full)
+    NV = triton.cdiv(V, BVG)
+    BKB = min(til.grad_BK, BK)
+    rtypes = kernel_types(dtype, device, til.reverse_dots)
+    vtypes = kernel_types(dtype, device, til.gradv_dots, til.grad_gated)
+    gtypes = kernel_types(dtype, device, til.grad_dots, til.grad_gated)
+    grad = (til.grad_warps, til.grad_stages)
+    kernels += [
+        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out),
+        Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan),
+        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad),
+        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad),
+        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad),
+    ]
+    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels})
+
+
 @explains_resources("chunk_kda", "forward")
 def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=None, keep=False):
     """(o, final state), and with ``keep`` a third item: the tiles the backward would
     otherwise recompute (the intra kernel's and the chunk states h)."""
     B, T, H, K = q.shape
     V = v.shape[-1]
-    til = effective_tiling(TILING, q.dtype, K, V)
-    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV)
-    types = kernel_types(q.dtype, q.device, til.forward_dots)
+    spec = launch_specs(q.dtype, q.device, K, V, chunk_size)
+    BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
     _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
-                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
-                                              num_warps=til.prep_warps, num_stages=til.prep_stages)
+                                              H=H, **spec["_intra_kernel"].kwargs)
 
     o = torch.empty_like(v)
     ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
@@ -701,11 +732,9 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     NT = triton.cdiv(T, BT)
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
     _state_kernel[(triton.cdiv(V, BV), B * H)](k, Gamma, W, U, h, h0, ht, scale, T,
-                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types, **flags,
-                                              num_warps=til.scan_warps, num_stages=til.scan_stages)
+                                              H=H, **flags, **spec["_state_kernel"].kwargs)
     _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, Gamma, W, U, h, o, scale, T,
-                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
-                                                num_warps=til.out_warps, num_stages=til.out_stages)
+                                                H=H, **spec["_out_kernel"].kwargs)
     if keep:
         kept = dict(Gamma=Gamma, At=At, W=W, U=U, h=h)
         return o, (ht if output_final_state else None), kept
@@ -719,31 +748,25 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None):
     the backward (internal; the tests read it on its own)."""
     B, T, H, K = q.shape
     V = v.shape[-1]
-    til = effective_tiling(TILING, q.dtype, K, V)
-    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV)
-    types = kernel_types(q.dtype, q.device, til.forward_dots)
+    spec = launch_specs(q.dtype, q.device, K, V, chunk_size)
+    BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
     _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
-                                              H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
-                                              num_warps=til.prep_warps, num_stages=til.prep_stages)
+                                              H=H, **spec["_intra_kernel"].kwargs)
 
     NT = triton.cdiv(T, BT)
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    rtypes = kernel_types(q.dtype, q.device, til.reverse_dots)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
     _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
-                                                        H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
-                                                        num_warps=til.out_warps, num_stages=til.out_stages)
+                                                        H=H, **spec["_dstate_pre_kernel"].kwargs)
     _dstateh_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, r_hr0, dh, dht if dht is not None else dh0, dh0,
             scale, T,
-                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
-                                                use_dht=int(dht is not None),
-                                                num_warps=til.scan_warps, num_stages=til.scan_stages)
+                                                H=H, use_dht=int(dht is not None), **spec["_dstateh_kernel"].kwargs)
 
     return dh, dh0
 
@@ -757,26 +780,23 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     calls it."""
     B, T, H, K = q.shape
     V = v.shape[-1]
-    til = effective_tiling(TILING, q.dtype, K, V)
-    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV)
-    types = kernel_types(q.dtype, q.device, til.forward_dots)
+    spec = launch_specs(q.dtype, q.device, K, V, chunk_size)
+    BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
     if kept is None:
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
         _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
-                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV_full, **types,
-                                                  num_warps=til.prep_warps, num_stages=til.prep_stages)
+                                                  H=H, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
         NT = triton.cdiv(T, BT)
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
         _state_kernel[(triton.cdiv(V, BV), B * H)](k, Gamma, W, U, h, h0, v, scale, T,
-                                                  H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **types,
-                                                          use_h0=int(initial_state is not None), store_ht=0,
-                                                  num_warps=til.scan_warps, num_stages=til.scan_stages)
+                                                  H=H, use_h0=int(initial_state is not None), store_ht=0,
+                                                          **spec["_state_kernel"].kwargs)
     else:
         NT = triton.cdiv(T, BT)
         h = kept["h"]
@@ -786,23 +806,15 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
         U = kept["U"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    rtypes = kernel_types(q.dtype, q.device, til.reverse_dots)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
     _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
-                                                        H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
-                                                        num_warps=til.out_warps, num_stages=til.out_stages)
+                                                        H=H, **spec["_dstate_pre_kernel"].kwargs)
     _dstateh_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, r_hr0, dh, dht if dht is not None else dh0, dh0,
             scale, T,
-                                                H=H, K=K, V=V, BT=BT, BK=BK, BV=BV, **rtypes, BVF=BV_full,
-                                                use_dht=int(dht is not None),
-                                                num_warps=til.scan_warps, num_stages=til.scan_stages)
+                                                H=H, use_dht=int(dht is not None), **spec["_dstateh_kernel"].kwargs)
 
-    BVG = min(til.grad_BV, BV_full)
-    NV = triton.cdiv(V, BVG)
-    NCH, BKF = B * NT * H, BK
-    gtypes = kernel_types(q.dtype, q.device, til.grad_dots, til.grad_gated)
-    vtypes = kernel_types(q.dtype, q.device, til.gradv_dots, til.grad_gated)
+    NV, NCH, BKF = spec.NV, B * NT * H, BK
     r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
@@ -818,18 +830,14 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     d_beta = torch.empty_like(beta)
     _dgradv_kernel[(NV, NT, B * H)](k, v, beta, do, Gamma, At, W, U, r_hr0, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5,
             r_vr6, h, dh, d_v, scale, T, NCH,
-                                   H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **vtypes, BKF=BK, BVF=BV_full,
-                                   num_warps=til.grad_warps, num_stages=til.grad_stages)
-    BKB = min(til.grad_BK, BK)
+                                   H=H, **spec["_dgradv_kernel"].kwargs)
     r_dXt = torch.empty(B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
 
     _dgradc_kernel[(NT, B * H)](k, beta, Gamma, At, r_vr2, r_vr3, r_vr6, r_dXt, d_beta, scale, T, NCH,
-                               H=H, K=K, V=V, BT=BT, BK=BK, BV=BVG, **gtypes, NV=NV, BKF=BK,
-                               num_warps=til.grad_warps, num_stages=til.grad_stages)
-    _dgradkb_kernel[(triton.cdiv(K, BKB), NT, B * H)](q, k, beta, Gamma, At, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_dXt,
-            d_q, d_k, d_g, scale, T, NCH,
-                                                     H=H, K=K, V=V, BT=BT, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK,
-                                                     num_warps=til.grad_warps, num_stages=til.grad_stages)
+                               H=H, **spec["_dgradc_kernel"].kwargs)
+    _dgradkb_kernel[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, beta, Gamma, At, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5,
+            r_dXt, d_q, d_k, d_g, scale, T, NCH,
+                                                       H=H, **spec["_dgradkb_kernel"].kwargs)
     return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)
 
 

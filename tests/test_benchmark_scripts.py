@@ -1,6 +1,7 @@
 """The benchmark library (chunkproof.bench) and the GPU benchmark scripts' CPU paths
 (interpreter, tiny shapes): they must run, so that device time is not spent finding a
 broken script."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -29,25 +30,26 @@ def test_library_imports_without_cuda_or_fla():
 
 def test_tiling_overrides_parse_and_are_restored():
     from chunkproof.bench import tiling
+    import chunkproof.kernels.gla as mod
     assert tiling.parse_overrides(["a=8", "b=null", "c=tf32", 'd=[["q", "k"], ["v"]]']) == \
         {"a": 8, "b": None, "c": "tf32", "d": [["q", "k"], ["v"]]}
     assert tiling.parse_overrides("a=1,b=[1, 2],c=x") == {"a": 1, "b": [1, 2], "c": "x"}
     with pytest.raises(ValueError, match="not KEY=VALUE"):
         tiling.parse_overrides(["novalue"])
-    mod = type(sys)("fake")
-    mod.TILING = {"x": 1, "y": "a"}
-    with tiling.applied(mod, {"x": 2}) as now:
-        assert mod.TILING == {"x": 2, "y": "a"} and now["x"] == 2
-        with pytest.raises(TypeError):
-            now["x"] = 3                    # what it yields is read-only
-    assert mod.TILING == {"x": 1, "y": "a"}
+    before = mod.TILING
+    with tiling.applied(mod, {"grad_warps": 4}) as now:
+        assert mod.TILING is now and now.grad_warps == 4 and now.BT == before.BT
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            now.grad_warps = 2                  # what it yields is read-only
+    assert mod.TILING is before
     with pytest.raises(RuntimeError):
-        with tiling.applied(mod, {"y": "b"}):
+        with tiling.applied(mod, {"BT": 32}):
             raise RuntimeError
-    assert mod.TILING == {"x": 1, "y": "a"}
-    with pytest.raises(ValueError, match="'z' not a TILING key"):
-        with tiling.applied(mod, {"z": 1}):
+    assert mod.TILING is before
+    with pytest.raises(ValueError, match="unknown TILING key"):
+        with tiling.applied(mod, {"grad_ksplit": 32}):
             pass
+    assert mod.TILING is before
 
 
 def test_fla_inputs_conventions_and_metrics():
@@ -133,6 +135,41 @@ def test_bad_input_is_one_line_and_exit_code_2(script, argv, message):
     lines = [ln for ln in out.stderr.splitlines() if "warn" not in ln.lower()]
     assert out.returncode == 2, out.stderr
     assert len(lines) == 1 and message in lines[0], out.stderr
+
+
+# which Tiling keys size each kernel (codegen/tiling.py's docs), stated here on their
+# own so that the modules' launch_specs are checked against the schema, not themselves
+_FAMILY = {"_intra_kernel": "prep", "_state_kernel": "scan", "_out_kernel": "out", "_dstate_kernel": "scan",
+           "_dstate_pre_kernel": "out", "_dstateh_kernel": "scan", "_dgradv_kernel": "grad",
+           "_dgradk_kernel": "grad", "_dgradc_kernel": "grad", "_dgradkb_kernel": "grad"}
+
+
+@pytest.mark.parametrize("dtype, sets", [("bf16", []), ("fp32", []),
+                                         ("bf16", ["--set", "scan_warps=4", "--set", "grad_stages=2"])])
+def test_compile_check_lists_every_kernels_launch(bench_path, capsys, dtype, sets):
+    # --list: every step before compiling (launch_specs, each kernel's signature)
+    import importlib
+    import compile_check
+    from chunkproof.bench import tiling
+    from chunkproof.fuzz.cases import VARIANTS
+    assert compile_check.main(["--list", "--dtype", dtype, "--K", "128", "--V", "64", *sets]) == 0
+    rows = {}
+    for line in capsys.readouterr().out.splitlines():
+        v, k, *kv = line.split()
+        rows[v, k] = dict(x.split("=", 1) for x in kv)
+    assert {v for v, _ in rows} == set(VARIANTS)
+    for v in VARIANTS:
+        mod = importlib.import_module(f"chunkproof.kernels.{v}")
+        with tiling.applied(mod, tiling.parse_overrides(sets[1::2])) as til:
+            til = til.for_inputs(dtype == "fp32", False)
+        kernels = {k for k in vars(mod) if k.endswith("_kernel")}
+        assert {k for w, k in rows if w == v} == kernels
+        for k in kernels:
+            r, family = rows[v, k], _FAMILY[k]
+            assert (int(r["num_warps"]), int(r["num_stages"])) == \
+                (getattr(til, family + "_warps"), getattr(til, family + "_stages")), (v, k)
+            assert (int(r["BT"]), r["K"], r["V"]) == (til.BT, "128", "64"), (v, k)
+            assert r["DT"] == ("fp32" if dtype == "fp32" else "bf16"), (v, k)
 
 
 def test_cpu_grad_accuracy_rows(bench_path, capsys):

@@ -2,6 +2,7 @@
 checked-in files are what the derivations generate, and the planner's kernels read and
 write what they should."""
 import dataclasses
+import inspect
 import os
 
 import pytest
@@ -312,3 +313,52 @@ def test_run_time_override_is_validated_and_restored():
         with m.tiling_override(keep_forward=1):
             pass
     assert m.TILING is before
+
+
+class _LaunchRecorder:
+    """Stands in for a kernel: records each launch's keyword arguments and checks that
+    the call binds to the kernel's signature, without running it (the host code never
+    reads what a kernel wrote)."""
+
+    def __init__(self, name, fn, seen):
+        self.name, self.fn, self.seen = name, fn, seen
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            options = {"num_warps", "num_stages"}
+            inspect.signature(self.fn.fn).bind(*args, **{k: x for k, x in kwargs.items() if k not in options})
+            self.seen.append((self.name, kwargs))
+        return launch
+
+
+# the run-time (not constexpr) arguments the launch code passes by keyword
+_RUNTIME_KWARGS = {"H", "use_h0", "store_ht", "use_dht"}
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("dtype, K, V", [("bfloat16", 16, 32), ("float32", 32, 160)])
+@pytest.mark.parametrize("keep", [True, False])
+def test_launch_code_takes_every_launch_from_launch_specs(name, dtype, K, V, keep, monkeypatch):
+    # forward + backward launch exactly the kernels of launch_specs, each with its
+    # constexprs, warps and stages (benchmarks/compile_check.py compiles those)
+    import importlib
+    import torch
+    from chunkproof.fuzz.cases import kernel, make_inputs
+    m = importlib.import_module(f"chunkproof.kernels.{name}")
+    dtype = getattr(torch, dtype)
+    seen = []
+    for k in [k for k in vars(m) if k.endswith("_kernel")]:
+        monkeypatch.setattr(m, k, _LaunchRecorder(k, getattr(m, k), seen))
+    args, _, h0 = make_inputs(name, 1, 20, 1, K, V, seed=0, dtype=dtype, h0=True)
+    leaves = [a.detach().requires_grad_() for a in args] + [h0.detach().requires_grad_()]
+    with m.tiling_override(keep_forward=keep):
+        o, ht = kernel(name)(*leaves[:-1], initial_state=leaves[-1], output_final_state=True)
+        torch.autograd.grad((o, ht), leaves, (torch.ones_like(o), torch.ones_like(ht)))
+        spec = m.launch_specs(dtype, torch.device("cpu"), K, V)
+    assert {k for k, _ in seen} == set(spec.kernels) == {k for k in vars(m) if k.endswith("_kernel")}
+    if keep:      # the backward does not run the intra kernel and the state scan again
+        assert [k for k, _ in seen] == list(spec.kernels)
+    for k, kwargs in seen:
+        want = spec[k].kwargs
+        assert {n: x for n, x in kwargs.items() if n in want} == want, k
+        assert set(kwargs) - set(want) <= _RUNTIME_KWARGS, k

@@ -1,11 +1,11 @@
-"""TILING overrides of the generated modules (chunkproof.kernels.<variant>.TILING).
+"""TILING overrides of the generated modules (chunkproof.kernels.<variant>.TILING, a
+frozen Tiling: codegen/tiling.py).
 
-`applied` is the one place that reads or changes a module's tiling: every script goes
-through it, so that a change in how the modules hold their tiling is made here alone.
-Key names come only from the user (KEY=VALUE)."""
+`applied` is the one place that changes a module's tiling: every script goes through
+it, so that a change in how the modules hold their tiling is made here alone.  Key
+names come only from the user (KEY=VALUE)."""
 import contextlib
 import json
-import types
 
 
 def parse_value(text):
@@ -59,23 +59,8 @@ def describe(overrides):
 
 @contextlib.contextmanager
 def applied(module, overrides=None):
-    """module's tiling with `overrides` applied, restored on exit; yields the settings in
-    force (read-only).  A key the module does not have, or a value its schema refuses, is
-    a ValueError (nothing changed)."""
-    overrides = dict(overrides or {})
-    if hasattr(module, "tiling_override"):     # a validated, frozen Tiling (codegen/tiling.py)
-        with module.tiling_override(**overrides) as settings:
-            yield settings
-        return
-    current = module.TILING
-    unknown = sorted(set(overrides) - set(current))
-    if unknown:
-        raise ValueError(f"{', '.join(map(repr, unknown))} not a TILING key of {module.__name__} "
-                         f"(its keys: {', '.join(current)})")
-    saved = dict(current)
-    try:
-        current.update(overrides)
-        yield types.MappingProxyType(dict(current))
-    finally:
-        current.clear()
-        current.update(saved)
+    """module's tiling with `overrides` applied, restored on exit; yields the Tiling in
+    force (frozen).  A key the module does not have, or a value its schema refuses, is a
+    ValueError (nothing changed)."""
+    with module.tiling_override(**dict(overrides or {})) as settings:
+        yield settings
