@@ -16,7 +16,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from chunkproof.verify.check import exact_once  # noqa: E402
+from chunkproof.verify.levels import exact_once  # noqa: E402
 from chunkproof.verify.evaluate import Sizes  # noqa: E402
 from chunkproof.derivations.loader import bundled  # noqa: E402
 

@@ -16,54 +16,84 @@ from chunkproof.fuzz.properties import PROPERTIES
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
 
-def _progress(quiet):
-    """What run_checks calls as each claim is decided: a line on stderr (rewritten
-    in place on a terminal), or nothing."""
-    if quiet:
-        return None
-    tty = sys.stderr.isatty()
-
-    def tick(done, n, r):
-        msg = f"[{done}/{n}] {r.claim.id}: {r.verdict} ({r.seconds:.2f} s)"
-        if tty:
-            sys.stderr.write("\r\033[K" + msg)
-        elif r.verdict != "holds" or done == n or done % 25 == 0:
-            sys.stderr.write(msg + "\n")
-        sys.stderr.flush()
-    return tick
+_MARK = {"fails": "FAIL", "ill-formed": "ILL", "error": "ERR"}
 
 
-def _one_line_problems(results):
-    """One line per claim that is ill-formed or cannot be evaluated (stderr)."""
+class _Progress:
+    """What run_checks calls as each claim is decided.  On a terminal: a progress
+    line redrawn in place, and each claim that does not hold on a line of its own
+    above it, so no failure is ever drawn over.  Elsewhere (a log, a pipe): nothing
+    until the one final line."""
+
+    def __init__(self, stream=None):
+        self.out = stream or sys.stderr
+        self.tty = self.out.isatty()
+        self.live = []  # claims already named on a line of their own
+
+    def __call__(self, done, n, r):
+        if not self.tty:
+            return
+        c = r.claim
+        line = ""
+        if r.verdict != "holds":
+            line = f"{_MARK.get(r.verdict, r.verdict):4s} {c.id}  ({c.citation})"
+            if r.verdict in ("ill-formed", "error") and r.message:
+                line += f": {r.message}"
+            line += "\n"
+            self.live.append(c.id)
+        bar = f"[{done}/{n}] {c.id}: {r.verdict} ({r.seconds:.2f} s)"
+        self.out.write("\r\033[K" + line + bar)
+        self.out.flush()
+
+    def finish(self, results, secs):
+        bad = sum(r.verdict != "holds" for r in results)
+        msg = (f"chunkproof: checked {len(results)} claims in {secs:.1f} s: "
+               + (f"{bad} {'does' if bad == 1 else 'do'} not hold" if bad else "every claim holds"))
+        self.out.write(("\r\033[K" if self.tty else "") + msg + "\n")
+        self.out.flush()
+
+
+def _one_line_problems(results, already=(), sources=None):
+    """One line per claim that is ill-formed or cannot be evaluated (stderr), unless
+    the progress already gave it one; it names the derivation's file where known."""
     for r in results:
-        if r.verdict in ("ill-formed", "error"):
+        if r.verdict in ("ill-formed", "error") and r.claim.id not in already:
             c = r.claim
-            sys.stderr.write(f"{c.derivation}: {c.id} ({c.citation}): {r.verdict}: {r.message}\n")
+            where = (sources or {}).get(c.derivation) or c.derivation
+            sys.stderr.write(f"{where}: {c.id} ({c.citation}): {r.verdict}: {r.message}\n")
 
 
 def cmd_report(args):
     # verify imports sympy (0.7 s): the commands that check no claim start without it
     from chunkproof.verify import report
     from chunkproof.verify.run import run_checks, validate
+    if args.format == "json" and args.show:
+        sys.stderr.write("chunkproof: note: --show does not apply to json, which has every claim\n")
     if args.cmd == "verify":
         derivs = [d for t in args.targets for d in from_file(t, args.debug)]
     else:
         derivs = resolve(args.targets, args.debug)
     validate(derivs)
+    from chunkproof.verify.programs import prepare
+    derivs = prepare(derivs, args.sizes)   # --sizes, and an entry per program
+    progress = None if args.quiet else _Progress()
     results, secs = run_checks(derivs, args.claim, args.jobs, not args.no_float,
-                               not args.no_diagnose, args.seed, on_result=_progress(args.quiet))
-    if not args.quiet and sys.stderr.isatty():
-        sys.stderr.write("\n")
+                               not args.no_diagnose, args.seed, on_result=progress)
     if not results:
+        if progress is not None and progress.tty:
+            sys.stderr.write("\r\033[K")
         raise InputError(f"no claim matches {args.claim!r}")
-    _one_line_problems(results)
-    text = {"table": report.render_table, "json": report.render_json,
-            "markdown": report.render_markdown}[args.format](results, secs)
+    if progress is not None:
+        progress.finish(results, secs)
+    _one_line_problems(results, progress.live if progress is not None else (),
+                       {d.name: d.source for d in derivs})
+    if args.format == "html":
+        from chunkproof.verify.report_html import render_html
+        text = render_html(results, secs, show=args.show or report.SHOW_DEFAULT["html"])
+    else:
+        text = report.render(args.format, results, secs, show=args.show)
     if args.output:
-        tmp = args.output + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
-        os.replace(tmp, args.output)  # never leave a half-written report
+        _write_whole(args.output, text + "\n")
     else:
         sys.stdout.write(text + "\n")
     if any(r.verdict == "error" for r in results):
@@ -71,14 +101,42 @@ def cmd_report(args):
     return EXIT_OK if all(r.verdict == "holds" for r in results) else EXIT_FAIL
 
 
+def _write_whole(path, text):
+    """Write ``path`` completely or not at all: a temporary file beside it, renamed
+    over it, so that a reader never sees half a report."""
+    import tempfile
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".chunkproof-", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise InputError(f"-o {path}: cannot write there: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        os.unlink(tmp)
+        raise InputError(f"-o {path}: cannot write: {e.strerror or e}") from None
+
+
 def _add_report_args(p):
-    p.add_argument("--format", choices=["table", "json", "markdown"], default="table")
+    p.add_argument("--format", choices=["table", "json", "markdown", "html"], default="table",
+                   help="table (default), json (every claim, for programs), markdown, or html "
+                        "(one standalone page with rendered math; opens offline)")
+    p.add_argument("--show", choices=["failing", "all"], default=None,
+                   help="which claims the report details: 'failing' (the default for the table: "
+                        "the claims that do not hold are what there is to read) or 'all' (the "
+                        "default for markdown and html); the summary always counts every claim, "
+                        "and json always has every claim")
     p.add_argument("--output", "-o", help="write the report to this file instead of stdout")
     p.add_argument("--claim", default="", help="only claims whose id contains this text")
     p.add_argument("--jobs", "-j", type=int, default=min(2, os.cpu_count() or 1),
                    help="worker processes (default: up to 2)")
     p.add_argument("--seed", type=int, default=0,
                    help="base seed of the exact points (points use seed+1, seed+2)")
+    p.add_argument("--sizes", default="", metavar="SETS",
+                   help="exact-level size sets, ';'-separated, e.g. 'C=6,Dk=3,Dv=5,chunks=3,T=2;"
+                        "C=5,Dk=4,Dv=2,chunks=3' (the default; chunks defaults to 3, T to 1)")
     p.add_argument("--no-float", action="store_true", help="skip the float64 level")
     p.add_argument("--no-diagnose", action="store_true",
                    help="skip smallest-size search and sympy residuals for failures")
@@ -184,8 +242,9 @@ def build_parser():
     ap.add_argument("--version", action="version", version=f"chunkproof {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("report", help="report on the bundled notes or the given targets")
-    p.add_argument("targets", nargs="*", help="bundled note (gla, gated_deltanet, kda, dplr, or a note "
-                                              "file name such as 003) or a derivation .py file")
+    p.add_argument("targets", nargs="*", help="bundled variant (gla, gated_delta_rule, kda, "
+                                              "dplr_delta_rule), a note file name such as 003, or a "
+                                              "derivation .py file")
     _add_report_args(p)
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("verify", help="report on a derivation written in the Python DSL")

@@ -7,7 +7,7 @@ for the bundled notes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from . import ir
 from .ir import Var
@@ -32,7 +32,9 @@ class Citation:
 class Input:
     """A per-step input of the recurrence.  ``seq`` is the tile name (Q), ``step``
     the per-step vector name (q), ``dim`` its length; ``kind`` picks sampling:
-    'any', 'gate' (nonzero, decays in (0.8, 1) for floats), 'beta' (in (0, 1))."""
+    'any', 'gate' (nonzero, decays in (0.8, 1) for floats), 'beta' (in (0, 1)),
+    'loggate' (the log of a gate, g = log alpha: read it inside exp(...); over GF(p)
+    it is held as the atom alpha, since the field has no logarithm)."""
     seq: str
     step: str
     dim: str
@@ -50,10 +52,21 @@ class Program:
     the loss seed for the outputs."""
     name: str
     block: str
-    defs: List[Tuple[str, ir.Expr]]
+    defs: List[Tuple[str, ir.Expr]] = field(default_factory=list)
     state: str = "S"
     output: str = "O"
     description: str = ""
+
+    def define(self, name: str, expr: ir.Expr, tex: str = "", arrow: str = "", base: str = "") -> Var:
+        """Append the definition ``name = expr`` and return its handle, a Var whose
+        shape is the formula's: the shape is declared once.  A formula that is
+        ill-formed raises here, naming the definition."""
+        try:
+            rows, cols = expr.shape()
+        except ir.ShapeError as e:
+            raise ir.ShapeError(f"program {self.name}, definition {name}: ill-formed: {e}") from None
+        self.defs.append((name, expr))
+        return Var(name, rows, cols, tex or name, arrow, base)
 
     def names(self):
         return [n for n, _ in self.defs]
@@ -95,6 +108,60 @@ class Recurrence:
     inputs: List[Input]
     program: Program
     tex: str = ""
+    params: List[ir.Param] = field(default_factory=list)
+
+    def parameters(self) -> Dict[str, ir.Param]:
+        """The declared parameters and every one the step program reads."""
+        out = {p.name: p for p in self.params}
+        out.update(_params_in(e for _, e in self.program.defs))
+        return out
+
+
+def _params_in(exprs) -> Dict[str, ir.Param]:
+    out: Dict[str, ir.Param] = {}
+    for e in exprs:
+        for n in ir.walk(e):
+            if isinstance(n, ir.Param):
+                if n.name in out and out[n.name] != n:
+                    raise ValueError(f"parameter {n.name!r} is declared twice, differently: "
+                                     f"{n.rows}x{n.cols} {n.kind!r} and {out[n.name].rows}x"
+                                     f"{out[n.name].cols} {out[n.name].kind!r}")
+                out[n.name] = n
+    return out
+
+
+class DeclarationError(ValueError):
+    """A tile handle declared with a shape other than its definition's."""
+
+
+def handle_mismatches(prog: Program, exprs, where) -> None:
+    """A handle (a Var named after a definition of ``prog``) whose declared shape
+    differs from its definition's formula is an input error, not a silent guess.
+    ``where`` is a string, or a callable naming the place of each expression (a
+    handle can be read by a definition appended after the program was added, so the
+    check runs again before any claim is checked)."""
+    defs = dict(prog.defs)
+    shapes: Dict[str, Optional[Tuple[str, str]]] = {}
+    for k, e in enumerate(exprs):
+        for n in ir.walk(e):
+            if type(n) is not Var or n.name not in defs:
+                continue
+            if n.name not in shapes:
+                try:
+                    shapes[n.name] = defs[n.name].shape()
+                except ir.ShapeError:  # reported as the definition's own error by validation
+                    shapes[n.name] = None
+            s = shapes[n.name]
+            if s is not None and s != (n.rows, n.cols):
+                place = where(k) if callable(where) else where
+                raise DeclarationError(f"{place}: tile {n.name!r} is declared {n.rows}x{n.cols}, but "
+                                       f"definition {n.name!r} of program {prog.name} is {s[0]}x{s[1]}; "
+                                       f"declare it once: {n.name} = {prog.name}.define({n.name!r}, ...) "
+                                       f"returns the handle with the definition's shape")
+
+
+def _def_place(prog: Program):
+    return lambda k: f"program {prog.name}, definition {prog.defs[k][0]}"
 
 
 @dataclass
@@ -108,8 +175,24 @@ class Derivation:
     program_recurrence: Dict[str, str] = field(default_factory=dict)
     claims: List[Claim] = field(default_factory=list)
     source: str = ""
+    _params: Optional[tuple] = field(default=None, repr=False, compare=False)
+
+    def parameters(self) -> Dict[str, ir.Param]:
+        """Every parameter the recurrences, programs or claims read (cached: the
+        evaluator asks for each sampled point)."""
+        key = (len(self.recurrences), len(self.programs), len(self.claims))
+        if self._params is None or self._params[0] != key:
+            out: Dict[str, ir.Param] = {}
+            for r in self.recurrences.values():
+                out.update(r.parameters())
+            exprs = [e for p in self.programs.values() for _, e in p.defs]
+            exprs += [e for c in self.claims for e in (c.lhs, c.rhs)]
+            out.update(_params_in(exprs))
+            self._params = (key, out)
+        return self._params[1]
 
     def add_recurrence(self, rec: Recurrence, default=False):
+        handle_mismatches(rec.program, [e for _, e in rec.program.defs], _def_place(rec.program))
         self.recurrences[rec.name] = rec
         self.programs[rec.program.name] = rec.program
         self.program_recurrence[rec.program.name] = rec.name
@@ -118,6 +201,7 @@ class Derivation:
         return rec
 
     def add_program(self, prog: Program, recurrence: str = ""):
+        handle_mismatches(prog, [e for _, e in prog.defs], _def_place(prog))
         self.programs[prog.name] = prog
         self.program_recurrence[prog.name] = recurrence or self.default_recurrence
         return prog
@@ -126,15 +210,36 @@ class Derivation:
         if any(c.id == claim.id for c in self.claims):
             raise ValueError(f"duplicate claim id {claim.id!r} in derivation {self.name}")
         claim.derivation = self.name
+        if claim.program in self.programs:
+            handle_mismatches(self.programs[claim.program], (claim.lhs, claim.rhs),
+                              f"claim {claim.id} ({claim.citation})")
+        if claim.kind == "adjoint" and _summed_param(claim.lhs):
+            # a parameter's gradient is one value for the whole sequence, so the claim
+            # compares two values, like an identity: the true one comes from reverse
+            # mode through the recurrence (autograd in float64)
+            claim.kind = "identity"
+            if not claim.citation.what:
+                c = claim.citation
+                claim.citation = Citation(c.note, c.section, c.line, c.row,
+                                          f"gradient of {claim.lhs.var.name}, summed over every step")
         if not claim.recurrence:
             claim.recurrence = self.program_recurrence.get(claim.program, self.default_recurrence)
         self.claims.append(claim)
         return claim
 
 
+def _summed_param(lhs) -> bool:
+    return isinstance(lhs, ir.Adj) and isinstance(lhs.var, ir.Param) and not (lhs.via or lhs.excl)
+
+
 # ------------------------------------------------------------------ helpers
 def tile(name, rows, cols, tex="", arrow="", base=""):
     return Var(name, rows, cols, tex or name, arrow, base)
+
+
+def param(name, rows="1", cols="1", tex="", kind="any"):
+    """A tile constant over time, e.g. ``gamma = param("gamma", kind="gate")``."""
+    return ir.Param(name, rows, cols, tex or name, kind=kind)
 
 
 S_PREV = Var("S_prev", "Dv", "Dk", r"\mathbf{S}_{[t-1]}^{C}")
@@ -182,6 +287,64 @@ def shift(x, k=1):
     return ir.Shift(x, k)
 
 
+def sum_blocks(x):
+    """sum over every chunk t of x_[t] (or every step, in a step program)."""
+    return ir.SumBlocks(x)
+
+
+def stack(var, body, n="C"):
+    return ir.Stack(var, body, n)
+
+
+def exp(x):
+    return ir.Exp(x)
+
+
+def log(x):
+    return ir.Log(x)
+
+
+def cumsum(x):
+    return ir.CumSum(x)
+
+
+def revcumsum(x):
+    return ir.RevCumSum(x)
+
+
+def cumprod(x):
+    return ir.CumProd(x)
+
+
+def last_row(x):
+    return ir.LastRow(x)
+
+
+def ones(rows, cols):
+    return ir.Ones(rows, cols)
+
+
+_CLAIM_ARGS = ("latex", "lhs", "rhs", "program")
+
+
+def _claim_args(args, kw) -> dict:
+    """(line, latex, lhs, rhs, program) with the line optional: a file with no note
+    has no line to cite, so ``nb.forward(id, latex, lhs, rhs, program)`` is accepted
+    next to ``nb.forward(id, line, latex, ...)``."""
+    args = list(args)
+    if "line" not in kw:
+        first = args[0] if args else 0
+        kw["line"] = args.pop(0) if (first is None or (isinstance(first, int) and not isinstance(first, bool))) else 0
+    kw["line"] = kw["line"] or 0
+    if len(args) > len(_CLAIM_ARGS):
+        raise TypeError(f"too many positional arguments: {len(args)}")
+    for name, a in zip(_CLAIM_ARGS, args):
+        if name in kw:
+            raise TypeError(f"{name} given twice")
+        kw[name] = a
+    return kw
+
+
 class Notebook:
     """Collects the claims of one note section by section:
 
@@ -202,14 +365,15 @@ class Notebook:
         return self.d.add(Claim(id=id, citation=cite, latex=latex, kind=kind, lhs=lhs, rhs=rhs,
                                 program=program, **kw))
 
-    def forward(self, id, line, latex, lhs, rhs, program, **kw):
-        return self._add("forward", id, line, latex, lhs, rhs, program, **kw)
+    # (id, [line,] latex, lhs, rhs, program, row=, over=, blocks=, assume=, what=)
+    def forward(self, id, *args, **kw):
+        return self._add("forward", id, **_claim_args(args, kw))
 
-    def adjoint(self, id, line, latex, lhs, rhs, program, **kw):
-        return self._add("adjoint", id, line, latex, lhs, rhs, program, **kw)
+    def adjoint(self, id, *args, **kw):
+        return self._add("adjoint", id, **_claim_args(args, kw))
 
-    def identity(self, id, line, latex, lhs, rhs, program, **kw):
-        return self._add("identity", id, line, latex, lhs, rhs, program, **kw)
+    def identity(self, id, *args, **kw):
+        return self._add("identity", id, **_claim_args(args, kw))
 
     def corrected(self, of: str, why: str, rhs, lhs=None, latex="", id=None, what="", **kw):
         """A corrected claim next to the literal claim ``of`` (same citation/kind)."""

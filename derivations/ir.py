@@ -84,8 +84,11 @@ class Expr:
     def __matmul__(self, o):
         return MatMul(self, o)
 
-    def __mul__(self, o):  # Hadamard product, the notes' odot
-        return Had(self, o)
+    def __mul__(self, o):  # the notes' odot, or a scalar times a tile (see times)
+        return times(self, o) if isinstance(o, (Expr, int)) else NotImplemented
+
+    def __rmul__(self, o):  # 2 * X
+        return times(o, self) if isinstance(o, int) else NotImplemented
 
     def __truediv__(self, o):  # Hadamard division, the notes' oslash
         return HDiv(self, o)
@@ -96,6 +99,28 @@ class Expr:
 
     def shape(self) -> Shape:
         raise NotImplementedError
+
+
+def times(a, b) -> "Expr":
+    """``a * b``: a 1 x 1 factor and a tile of another shape is a scalar times the tile
+    (:class:`Scale`, in either order, as the notes juxtapose them); otherwise the
+    Hadamard product.  The shapes are read here, at construction, so that the node
+    is what it means everywhere after (printers, mutations, reverse mode).  An
+    operand whose shape cannot be computed stays a Hadamard operand, and its
+    shape() reports the error as it always did."""
+    if isinstance(a, int):
+        a = Const(a)
+    if isinstance(b, int):
+        b = Const(b)
+    try:
+        sa, sb = a.shape(), b.shape()
+    except Exception:  # noqa: BLE001 - the error belongs to shape(), where it is a verdict
+        return Had(a, b)
+    if sa != sb and sa == ("1", "1"):
+        return Scale(a, b)
+    if sa != sb and sb == ("1", "1"):
+        return Scale(b, a)
+    return Had(a, b)
 
 
 def _dims_equal(a: str, b: str) -> bool:
@@ -123,6 +148,15 @@ class Var(Expr):
 
     def shape(self):
         return (self.rows, self.cols)
+
+
+@dataclass(frozen=True, eq=False)
+class Param(Var):
+    """A tile constant over time (RetNet's decay, a scale, RWKV-6's bonus u): one
+    value for every step and chunk, drawn at random per check point.  ``kind``
+    picks sampling as for inputs ('any', 'gate', 'beta', 'loggate').  Its adjoint
+    is the gradient summed over every step that reads it."""
+    kind: str = "any"
 
 
 @dataclass(frozen=True, eq=False)
@@ -454,6 +488,19 @@ class Shift(Expr):
     """Evaluate ``a`` in chunk (or step) t + k: the notes' X_[t+1]."""
     a: Expr
     k: int = 1
+
+    def children(self):
+        return (self.a,)
+
+    def shape(self):
+        return self.a.shape()
+
+
+@dataclass(frozen=True, eq=False)
+class SumBlocks(Expr):
+    """The sum of ``a`` evaluated in every chunk (or step) of the sequence: the
+    notes' sum over t, e.g. a parameter's gradient from per-chunk parts."""
+    a: Expr
 
     def children(self):
         return (self.a,)

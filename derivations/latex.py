@@ -75,6 +75,9 @@ class LatexPrinter(Visitor):
     def visit_Neg(self, e):
         return "-" + self.wrapped(e.a, "mul"), "add"
 
+    def visit_SumBlocks(self, e):
+        return f"\\sum_{{t}} {self.wrapped(e.a, 'mul')}", "add"
+
     def visit_Sum(self, e):
         return f"\\sum_{{{e.var}={e.lo}}}^{{{e.hi}}} {self.wrapped(e.body, 'mul')}", "add"
 

@@ -4,14 +4,26 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import sys
 import traceback
 from typing import List
 
 from chunkproof.derivations.dsl import Derivation
 
-BUNDLED = ["gla", "gated_deltanet", "kda", "dplr"]
+BUNDLED = ["gla", "gated_deltanet", "kda", "dplr"]   # module names under derivations/
 NOTE_OF = {"gla": "003_c008d497ea0f70e6.txt", "gated_deltanet": "002_6404d08dac0301ed.txt",
            "kda": "001_ba6c617d0f1bc209.txt", "dplr": "000_cb349aeede08771a.txt"}
+# Every command names a variant as FLA does (gen and fuzz already did); the derivation
+# modules keep their file names, so the names map here and nowhere else.
+MODULE_OF = {"gla": "gla", "gated_delta_rule": "gated_deltanet", "kda": "kda",
+             "dplr_delta_rule": "dplr"}
+VARIANT_OF = {m: v for v, m in MODULE_OF.items()}
+DEPRECATED = {"gated_deltanet": "gated_delta_rule", "dplr": "dplr_delta_rule"}
+
+
+def variant_name(derivation: str) -> str:
+    """FLA's name for a bundled derivation; a user's derivation keeps its own."""
+    return VARIANT_OF.get(derivation, derivation)
 
 
 class InputError(Exception):
@@ -35,6 +47,7 @@ def _collect(mod, origin) -> List[Derivation]:
 def bundled(names=None) -> List[Derivation]:
     out = []
     for n in names or BUNDLED:
+        n = MODULE_OF.get(n, n)
         try:
             mod = importlib.import_module(f"chunkproof.derivations.{n}")
         except Exception as e:  # noqa: BLE001 - a broken install must still say what broke
@@ -64,9 +77,15 @@ def from_file(path: str, debug=False) -> List[Derivation]:
     return _collect(mod, path)
 
 
-def resolve(targets: List[str], debug=False) -> List[Derivation]:
-    """The derivations a command line names: bundled notes by name (gla, ...) or
-    note file name (003, 003_....txt), or derivation files; all bundled if none."""
+def _warn_stderr(msg):
+    sys.stderr.write(f"chunkproof: note: {msg}\n")
+
+
+def resolve(targets: List[str], debug=False, warn=_warn_stderr) -> List[Derivation]:
+    """The derivations a command line names: bundled variants by FLA's name (gla,
+    gated_delta_rule, kda, dplr_delta_rule; the old gated_deltanet and dplr still
+    work, with a note through ``warn``) or note file name (003, 003_....txt), or
+    derivation files; all bundled if none."""
     if not targets:
         return bundled()
     out = []
@@ -75,11 +94,14 @@ def resolve(targets: List[str], debug=False) -> List[Derivation]:
             out.extend(from_file(t, debug))
             continue
         key = t[:-4] if t.endswith(".txt") else t
-        match = [n for n in BUNDLED if n == key]
+        if key in DEPRECATED:
+            warn(f"{key!r} is a deprecated name; use {DEPRECATED[key]!r} (FLA's name, as gen and fuzz take)")
+            key = DEPRECATED[key]
+        match = [MODULE_OF[key]] if key in MODULE_OF else []
         if not match:
             match = [n for n, note in NOTE_OF.items() if note.startswith(key)]
         if not match:
             raise InputError(f"{t}: not a derivation file and not a bundled note "
-                             f"(bundled: {', '.join(BUNDLED)}, or a note file name such as 003)")
+                             f"(bundled: {', '.join(MODULE_OF)}, or a note file name such as 003)")
         out.extend(bundled(match))
     return out

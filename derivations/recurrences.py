@@ -2,8 +2,8 @@
 o_t = S_t q_t).  Each is a step program over column-vector inputs."""
 from __future__ import annotations
 
-from .dsl import Input, Program, Recurrence, diag, eye
-from .ir import Ones, Scale, Var
+from .dsl import Input, Program, Recurrence, diag, eye, param
+from .ir import Exp, Ones, Scale, Var
 
 q = Var("q", "Dk", "1", r"\boldsymbol{q}_t")
 k = Var("k", "Dk", "1", r"\boldsymbol{k}_t")
@@ -25,10 +25,19 @@ GATE_SCALAR = Input("Alpha", "alpha", "1", "gate", r"\boldsymbol{\alpha}", r"\al
 BETA = Input("Beta", "beta", "1", "beta", r"\boldsymbol{\beta}", r"\beta")
 
 
-def _rec(name, inputs, S_expr, tex, extra=()):
-    prog = Program(f"{name}_step", "step", list(extra) + [("S", S_expr), ("O", S @ q)],
+def _rec(name, inputs, S_expr, tex, extra=(), O_expr=None):
+    prog = Program(f"{name}_step", "step",
+                   list(extra) + [("S", S_expr), ("O", S @ q if O_expr is None else O_expr)],
                    description=f"the {name} recurrence, one step")
     return Recurrence(name, inputs, prog, tex)
+
+
+# time-invariant parameters: one value for every step
+gamma_p = param("gamma", tex=r"\gamma", kind="gate")
+scale_p = param("scale", tex=r"\tau", kind="beta")
+u_p = param("u", "Dk", "1", r"\boldsymbol{u}")
+g = Var("g", "Dk", "1", r"\boldsymbol{g}_t")
+LOG_GATE_VEC = Input("G", "g", "Dk", "loggate", r"\mathbf{G}", r"\boldsymbol{g}")
 
 
 def linear_attention():
@@ -97,3 +106,26 @@ def gla_hadamard_step():
     return Program("gla_G_step", "step",
                    [("G", Ones("Dv", "1") @ alpha.T), ("S", G * S_PREV + v @ k.T), ("O", S @ q)],
                    description="GLA with the gate as a Hadamard factor G_t = 1 alpha_t^T")
+
+
+def retnet():
+    """RetNet: a decay gamma and a scale tau shared by all steps (parameters),
+    S_t = gamma S_{t-1} + v_t k_t^T, o_t = tau S_t q_t."""
+    return _rec("retnet", QKV, gamma_p * S_PREV + v @ k.T,
+                r"\mathbf{S}_t = \gamma \mathbf{S}_{t-1} + \boldsymbol{v}_t \boldsymbol{k}_t^\top, "
+                r"\boldsymbol{o}_t = \tau \mathbf{S}_t \boldsymbol{q}_t", O_expr=scale_p * (S @ q))
+
+
+def gla_log():
+    """GLA with log-space gates, as kernels take them: g_t = log alpha_t,
+    S_t = S_{t-1} Diag(exp(g_t)) + v_t k_t^T."""
+    return _rec("gla_log", QKV + [LOG_GATE_VEC], S_PREV @ diag(Exp(g)) + v @ k.T,
+                r"\mathbf{S}_t = \mathbf{S}_{t-1}\text{Diag}(\exp \boldsymbol{g}_t) + \boldsymbol{v}_t \boldsymbol{k}_t^\top")
+
+
+def rwkv6():
+    """RWKV-6 in the V x K form: log-space decays and a bonus u shared by all steps,
+    S_t = S_{t-1} Diag(exp(g_t)) + v_t k_t^T, o_t = S_{t-1} q_t + v_t (u . k_t)^T q_t."""
+    return _rec("rwkv6", QKV + [LOG_GATE_VEC], S_PREV @ diag(Exp(g)) + v @ k.T,
+                r"\boldsymbol{o}_t = \mathbf{S}_{t-1} \boldsymbol{q}_t + \boldsymbol{v}_t (\boldsymbol{u} \odot \boldsymbol{k}_t)^\top \boldsymbol{q}_t",
+                O_expr=S_PREV @ q + v @ ((u_p * k).T @ q))

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from chunkproof.verify.adjoints import adjoint_value, true_dstates
-from chunkproof.verify.check import jvp_loss
+from chunkproof.verify.levels import jvp_loss
 from chunkproof.verify.evaluate import BlockEval, Point, Sizes
 from chunkproof.verify.fields import Float, ModP, ZeroDivision
 from chunkproof.derivations.loader import bundled, from_file

@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from chunkproof.derivations import ir
 
-from chunkproof.verify.check import exact_once
+from chunkproof.verify.levels import exact_once
 from chunkproof.verify.evaluate import Sizes
 from tests.helpers import all_claims, derivations, verdicts
 

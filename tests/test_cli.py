@@ -1,6 +1,7 @@
 """`chunkproof report` / `verify`: formats, exit codes, bad input."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -65,3 +66,176 @@ def test_markdown_and_table_formats_and_output_file(tmp_path):
     assert text.startswith("# chunkproof report") and "| `mamba2.O` |" in text
     code, out, err = run("verify", "derivations/examples/mamba2.py", "-q", "--no-float")
     assert code == 0 and "9 claims: 9 hold" in out or "claims:" in out
+
+
+# ---------------------------------------------------------------- reading the report
+# Most tests below build results by hand (no claim is checked): they are about what
+# the report shows, and run in milliseconds.
+
+def _claims(path):
+    from chunkproof.derivations.loader import from_file
+    return from_file(path)[0].claims
+
+
+def _results(verdicts, claims=None):
+    import dataclasses
+    from chunkproof.verify.levels import Result
+    claims = claims or _claims("derivations/examples/mamba2.py")
+    return [Result(claim=dataclasses.replace(c), verdict=v, evidence=["exact GF(2^31-1)"])
+            for c, v in zip(claims, verdicts)]
+
+
+def test_table_starts_with_the_summary_and_lists_only_failing_claims_by_default():
+    code, out, err = run("verify", "tests/data/wrong_dK.py", "-q", "--no-float")
+    assert code == 1
+    lines = out.splitlines()
+    m = re.match(r"(\d+) claims: (\d+) hold, 1 fails, 0 ill-formed \(", lines[0])
+    assert m and int(m.group(1)) == int(m.group(2)) + 1 > 5, lines[0]
+    assert lines[1] == "1 claim does not hold:"
+    assert lines[2].split() == ["FAIL", "mamba2.dK.typo", "wrong_dK.py", "§chunk", "backward"]
+    assert "  ok " not in out and f"{m.group(2)} claims that hold are not listed; --show all lists them" in out
+    # a user's file with no corrections is told holds / fails / ill-formed only
+    assert "literal" not in out and "corrected" not in out
+    # what was checked, printed from the IR, beside the note's LaTeX
+    assert r"note:     \delta K = \text{Diag}(\gamma) \delta \overrightarrow{K}" in out
+    # (next: the file adds its claim to the example's shared Derivation on every load)
+    typo = next(r for r in _results(["fails"] * 99, _claims("tests/data/wrong_dK.py")) if "typo" in r.claim.id)
+    from chunkproof.verify.report import formula_latex
+    assert r"\mathbf{K}" in formula_latex(typo) and f"checked:  {formula_latex(typo)}\n" in out
+    code, out, err = run("verify", "tests/data/wrong_dK.py", "-q", "--no-float", "--show", "all")
+    assert "  ok   mamba2.O  [forward]" in out and "not listed" not in out
+
+
+def test_the_table_shows_the_checked_formula_when_the_label_says_otherwise():
+    import dataclasses
+    from chunkproof.verify import report
+    (r,) = _results(["holds"])
+    r.claim = dataclasses.replace(r.claim, latex=r"O_{[t]} = \overleftarrow{Q} S_{[t-1]}^\top")
+    for text in (report.render_table([r], 0.0, show="all"), report.render_markdown([r], 0.0)):
+        assert r"S_{[t-1]}^\top" in text                 # the label, as written
+        assert report.formula_latex(r) == report.formula_latex(_results(["holds"])[0])
+        assert r"{\mathbf{S}_{[t-1]}}^\top" in text or r"\mathbf{S}" in text   # the encoding
+    md = report.render_markdown([r], 0.0)
+    assert "| note (LaTeX) | checked (printed from the IR) |" in md
+
+
+def test_corrections_are_named_only_where_a_derivation_has_them():
+    from chunkproof.derivations.loader import bundled
+    from chunkproof.verify import report
+    claims = bundled(["gla"])[0].claims
+    fix = next(c for c in claims if c.corrected_of)
+    lit = next(c for c in claims if c.id == fix.corrected_of)
+    rs = _results(["fails", "holds"], [lit, fix])
+    text = report.render_table(rs, 0.0)
+    assert ("corrections (<id>.corrected): 1, of which 0 do not hold; the other 1 claim "
+            "(the lines as written, and derived claims): 1 does not hold") in text
+    assert f"FAIL {lit.id}  " in text and f"; {fix.id} holds" in text
+    mine = report.render_table(_results(["fails", "holds"]), 0.0)
+    assert "literal" not in mine and "corrected" not in mine and "corrections" not in mine
+
+
+def test_json_has_every_claim_and_fla_variant_names():
+    from chunkproof.derivations.loader import bundled
+    from chunkproof.verify import report
+    rs = _results(["holds"], bundled(["dplr_delta_rule"])[0].claims[:1])
+    data = json.loads(report.render("json", rs + _results(["fails"]), 0.0, show="failing"))
+    assert len(data["claims"]) == 2
+    assert data["claims"][0]["variant"] == "dplr_delta_rule" and data["claims"][0]["derivation"] == "dplr"
+    assert "== 000_cb349aeede08771a.txt (dplr_delta_rule) ==" in report.render_table(rs, 0.0, show="all")
+
+
+def test_fla_variant_names_and_deprecated_aliases():
+    from chunkproof.derivations.loader import resolve
+    notes = []
+    new = resolve(["gated_delta_rule", "dplr_delta_rule", "gla", "kda"], warn=notes.append)
+    old = resolve(["gated_deltanet", "dplr"], warn=notes.append)
+    assert [d.name for d in new] == ["gated_deltanet", "dplr", "gla", "kda"]
+    assert [d.name for d in old] == ["gated_deltanet", "dplr"]
+    assert len(notes) == 2 and "use 'gated_delta_rule'" in notes[0] and "use 'dplr_delta_rule'" in notes[1]
+    # on the command line: one note on stderr, and the run goes on (here to "no claim matches")
+    code, out, err = run("report", "gated_deltanet", "--claim", "no-such-claim", "-q")
+    assert code == 2 and err.count("\n") == 2
+    assert "deprecated" in err.splitlines()[0] and "gated_delta_rule" in err.splitlines()[0]
+    code, out, err = run("report", "gated_delta_rule", "--claim", "no-such-claim", "-q")
+    assert code == 2 and "deprecated" not in err and "no claim matches" in err
+
+
+def _screen(text):
+    """The lines a terminal shows after ``text``: enough of one for \\r, \\n and ESC[K."""
+    lines, col = [""], 0
+    i = 0
+    while i < len(text):
+        if text.startswith("\033[K", i):
+            lines[-1] = lines[-1][:col]
+            i += 3
+            continue
+        ch = text[i]
+        if ch == "\r":
+            col = 0
+        elif ch == "\n":
+            lines.append("")
+            col = 0
+        else:
+            cur = lines[-1]
+            lines[-1] = cur[:col] + ch + cur[col + 1:]
+            col += 1
+        i += 1
+    return lines
+
+
+class _Stream:
+    def __init__(self, tty):
+        self.tty, self.parts = tty, []
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, s):
+        self.parts.append(s)
+
+    def flush(self):
+        pass
+
+    def text(self):
+        return "".join(self.parts)
+
+
+def test_progress_on_a_terminal_never_draws_over_a_failure_line():
+    from chunkproof.cli import _Progress
+    verdicts = ["holds", "fails", "holds", "ill-formed", "holds", "holds"]
+    rs = _results(verdicts)
+    rs[3].message = "the two sides have shapes CxDk and CxDv"
+    st = _Stream(tty=True)
+    prog = _Progress(st)
+    for k, r in enumerate(rs):
+        prog(k + 1, len(rs), r)
+        screen = _screen(st.text())
+        shown = [ln for ln in screen if ln.startswith(("FAIL", "ILL"))]
+        assert len(shown) == sum(v != "holds" for v in verdicts[:k + 1]), screen
+        assert screen[-1].startswith(f"[{k + 1}/{len(rs)}]")
+    prog.finish(rs, 1.0)
+    screen = _screen(st.text())
+    assert screen[0].startswith(f"FAIL {rs[1].claim.id}") and screen[1].startswith(f"ILL  {rs[3].claim.id}")
+    assert "shapes CxDk" in screen[1]
+    assert screen[2] == "chunkproof: checked 6 claims in 1.0 s: 2 do not hold" and screen[3] == ""
+    assert prog.live == [rs[1].claim.id, rs[3].claim.id]
+
+
+def test_progress_off_a_terminal_is_one_final_line():
+    from chunkproof.cli import _Progress
+    rs = _results(["holds", "fails", "holds"])
+    st = _Stream(tty=False)
+    prog = _Progress(st)
+    for k, r in enumerate(rs):
+        prog(k + 1, len(rs), r)
+    assert st.text() == ""
+    prog.finish(rs, 2.0)
+    assert st.text() == "chunkproof: checked 3 claims in 2.0 s: 1 does not hold\n"
+
+
+def test_show_does_not_apply_to_json():
+    code, out, err = run("verify", "derivations/examples/mamba2.py", "--format", "json", "--show",
+                         "failing", "-q", "--no-float")
+    data = json.loads(out)
+    assert code == 0 and len(data["claims"]) == data["summary"]["claims"] == data["summary"]["holds"] > 5
+    assert "--show does not apply to json" in err

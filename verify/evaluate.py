@@ -124,10 +124,12 @@ class Point:
     a random point; a symbolic one is built from matrices of symbols."""
 
     def __init__(self, deriv: Derivation, rec_name: str, field, sizes: Sizes,
-                 seq: dict, S0, dO, dST):
+                 seq: dict, S0, dO, dST, params=None):
         self.deriv, self.field, self.sizes = deriv, field, sizes
         self.rec = deriv.recurrences[rec_name]
         self.seq, self.S0, self.dO, self.dST = seq, S0, dO, dST
+        self.param_decl = deriv.parameters()
+        self.params = dict(params or {})
         self.states = None
         self.outs = None
         self.derived: Dict = {}   # values computed once from the point (true adjoints)
@@ -141,7 +143,23 @@ class Point:
         S0 = field.zeros(Dv, Dk) if zero_init else _sample(field, "any", Dv, Dk, rng)
         dO = _sample(field, "any", L, Dv, rng)
         dST = _sample(field, "any", Dv, Dk, rng)
-        return cls(deriv, rec_name, field, sizes, seq, S0, dO, dST)
+        # drawn last, so that a derivation without parameters sees the points it always did
+        params = {p.name: _sample(field, p.kind, sizes.dim(p.rows), sizes.dim(p.cols), rng)
+                  for p in deriv.parameters().values()}
+        return cls(deriv, rec_name, field, sizes, seq, S0, dO, dST, params)
+
+    def param_value(self, name):
+        """A parameter's value; a symbolic point names it by symbols of its own."""
+        v = self.params.get(name)
+        if v is None:
+            p = self.param_decl[name]
+            if not _is_sym(self.field):
+                raise EvalError(f"parameter {name!r} has no value at this point")
+            import sympy as sp
+            r, c = self.sizes.dim(p.rows), self.sizes.dim(p.cols)
+            v = self.params[name] = sp.Matrix(r, c, lambda i, j: sp.Symbol(
+                name if r * c == 1 else f"{name}_{i + 1}{j + 1}"))
+        return v
 
     # -- the unrolled recurrence ----------------------------------------
     def trajectory(self):
@@ -152,10 +170,13 @@ class Point:
 
 def _sample(f, kind, r, c, rng):
     if isinstance(f, ModP):
-        return f.rand(r, c, nonzero=(kind in ("gate", "beta")))
+        # a log-gate is held as its gate, an atom alpha != 0
+        return f.rand(r, c, nonzero=(kind in ("gate", "beta", "loggate")))
     if isinstance(f, Float):
         if kind == "gate":
             a = rng.uniform(0.85, 1.0, size=(r, c))
+        elif kind == "loggate":
+            a = np.log(rng.uniform(0.85, 1.0, size=(r, c)))
         elif kind == "beta":
             a = rng.uniform(0.05, 1.0, size=(r, c))
         else:
@@ -201,6 +222,37 @@ class BlockEval(Visitor):
         self.cur_def = None
         self.recs: Dict[str, object] = {}
         self.alias = {i.step: i.seq for i in pt.rec.inputs if i.step != i.seq}
+        # over GF(p) a log-space value is held as its exponential (see _ExpOfLogs)
+        self.atoms = self.f.exact and not _is_sym(self.f)
+        self.log_names = {i.seq for i in pt.rec.inputs if i.kind == "loggate"}
+        self.log_names |= {n for n, p in pt.param_decl.items() if p.kind == "loggate"}
+        self._log_defs: Dict[str, bool] = {}
+        self.any_log = bool(self.log_names) or _has_log(prog)
+
+    def is_log(self, name) -> bool:
+        """Whether ``name`` is a log-space tile: a log-gate input or parameter, or a
+        definition whose formula is (cumsum of log-gates, differences of them, ...)."""
+        if not self.any_log:
+            return False
+        name = self.alias.get(name, name)
+        if name in self.log_names:
+            return True
+        if name not in self.defs or name in self.recs:
+            return False
+        hit = self._log_defs.get(name)
+        if hit is None:
+            self._log_defs[name] = False  # a definition cannot read itself
+            hit = self._log_defs[name] = _LOG_TYPED.visit(self.defs[name], self)
+        return hit
+
+    def _from_log(self, name, v):
+        """A tangent of a log-space value moves its log: exp(g + eps d) = a + eps a d."""
+        if self.atoms and isinstance(self.f, Dual) and self.is_log(name):
+            return (v[0], self.f.b.had(v[0], v[1]))
+        return v
+
+    def _seq(self, name):
+        return self._from_log(name, self._lift(self.seq[name]))
 
     # -- index environment
     def idx_env(self, extra=None):
@@ -217,7 +269,7 @@ class BlockEval(Visitor):
     # -- names
     def _input_tile(self, name, var):
         f = self.f
-        seqv = self._lift(self.seq[name])
+        seqv = self._seq(name)
         if var.rows == "L":
             return seqv
         lo = self.b * self.width
@@ -237,7 +289,7 @@ class BlockEval(Visitor):
         if ov is not None:
             value, consumers = ov
             if consumers is None or self.cur_def in consumers:
-                return value
+                return self._from_log(name, value)
         if name in self.recs:
             return self.recs[name]
         if name in self.defs:
@@ -246,10 +298,15 @@ class BlockEval(Visitor):
                 saved = self.cur_def
                 self.cur_def = name
                 try:
-                    self.memo[key] = self.ev(self.defs[name], {})
+                    if self.atoms and self.is_log(name):
+                        self.memo[key] = _EXP_OF_LOGS.visit(self.defs[name], self, {})
+                    else:
+                        self.memo[key] = self.ev(self.defs[name], {})
                 finally:
                     self.cur_def = saved
             return self.memo[key]
+        if name in self.pt.param_decl:
+            return self._from_log(name, self._lift(self.pt.param_value(name)))
         if name == "S_prev":
             return self._lift(self._state_before())
         if name == "dO":
@@ -297,8 +354,11 @@ class BlockEval(Visitor):
 
     # leaves
     def visit_Var(self, e, env):
+        if self.atoms and self.is_log(e.name):
+            raise EvalError(f"{e.name} is a log-space value (the log of a gate), which GF(p) "
+                            f"cannot hold: read it inside exp(...), e.g. exp(cumsum({e.name}))")
         if e.rows == "L" and e.name in self.seq:
-            return self._lift(self.seq[e.name])
+            return self._seq(e.name)
         return self.var_value(e.name, e)
 
     def visit_Tex(self, e, env):
@@ -312,10 +372,15 @@ class BlockEval(Visitor):
     def visit_Truth(self, e, env):
         states, outs = self.pt.trajectory()
         ienv = self.idx_env(env)
-        if e.what == "state":
-            v = states[idx_value(e.idx, ienv)]
-        elif e.what == "out":
-            v = outs[idx_value(e.idx, ienv)]
+        L = self.sizes.L
+        if e.what in ("state", "out"):
+            i = idx_value(e.idx, ienv)
+            # states exist at steps 0..L (0: the initial state), outputs at 1..L
+            first = 0 if e.what == "state" else 1
+            if not first <= i <= L:
+                raise UndefinedFormula(f"the recurrence's {e.what} at step {e.idx}={i} is outside "
+                                       f"the sequence (steps {first}..{L} at {self.sizes})")
+            v = (states if e.what == "state" else outs)[i]
         elif e.what == "outs":
             lo = self.b * self.width
             v = self.f.vstack([self.f.T(outs[i]) for i in range(lo + 1, lo + self.width + 1)])
@@ -436,7 +501,7 @@ class BlockEval(Visitor):
         f = self.f
         i = idx_value(e.idx, self.idx_env(env))
         if e.glob and isinstance(e.a, ir.Var) and e.a.name in self.seq:
-            x = self._lift(self.seq[e.a.name])
+            x = self._seq(e.a.name)
         else:
             x = self.ev(e.a, env)
         n = f.shape(x)[0]
@@ -490,14 +555,30 @@ class BlockEval(Visitor):
     def visit_Shift(self, e, env):
         return self.shifted(e.k).ev(e.a, env)
 
+    def visit_SumBlocks(self, e, env):
+        n = self.sizes.N if self.prog.block == "chunk" else self.sizes.L
+        acc = None
+        for b in range(n):
+            v = (self if b == self.b else self.shifted(b - self.b)).ev(e.a, env)
+            acc = v if acc is None else self.f.add(acc, v)
+        return acc
+
     def visit_SubBlock(self, e, env):
         f = self.f
         x = self.ev(e.a, env)
         T = self.sizes.T
+        r, c = f.shape(x)
         bi = idx_value(e.bi, self.idx_env(env))
+        # a slice past the tile would be silently short, and fail later as a raw shape clash
+        if not 0 <= bi < r // T or (r % T):
+            raise UndefinedFormula(f"sub-chunk {e.bi}={bi} outside 0..{r // T - 1} "
+                                   f"({r} rows, T={T}) in {ir.latex_of(e)}")
         x = f.rows(x, bi * T, (bi + 1) * T)
         if e.bj:
             bj = idx_value(e.bj, self.idx_env(env))
+            if not 0 <= bj < c // T or (c % T):
+                raise UndefinedFormula(f"sub-chunk column {e.bj}={bj} outside 0..{c // T - 1} "
+                                       f"({c} columns, T={T}) in {ir.latex_of(e)}")
             x = f.cols(x, bj * T, (bj + 1) * T)
         return x
 
@@ -569,8 +650,85 @@ class _ExpOfLogs(Visitor):
 
     visit_SubBlock = visit_Row = visit_Transpose = visit_LastRow = visit_Shift = _inside
 
+    # log-space gates, as kernels write them: g = log alpha is held as alpha
+    def visit_Var(self, e, ev, env):
+        if not ev.is_log(e.name):
+            raise EvalError(f"exp of {e.name}: {e.name} is not a log-space value; declare the "
+                            f"input or parameter with kind='loggate', or write exp(log(x))")
+        if e.rows == "L" and e.name in ev.seq:
+            return ev._seq(e.name)
+        return ev.var_value(e.name, e)
+
+    def visit_Zeros(self, e, ev, env):
+        return ev.f.ones(ev.dim(e.rows), ev.dim(e.cols))
+
+    def visit_CumSum(self, e, ev, env):  # exp of prefix sums: prefix products
+        return _cumprod(ev.f, self.visit(e.a, ev, env), reverse=False)
+
+    def visit_RevCumSum(self, e, ev, env):
+        return _cumprod(ev.f, self.visit(e.a, ev, env), reverse=True)
+
+    def visit_MatMul(self, e, ev, env):
+        # a product with ones broadcasts (1 g^T) or sums (1^T G) log values: copies and
+        # products of their exponentials
+        f = ev.f
+        if isinstance(e.a, ir.Ones):
+            x = _cumprod(f, self.visit(e.b, ev, env), reverse=True)
+            return f.matmul(f.ones(ev.dim(e.a.rows), 1), f.rows(x, 0, 1))
+        if isinstance(e.b, ir.Ones):
+            x = f.T(_cumprod(f, f.T(self.visit(e.a, ev, env)), reverse=True))
+            return f.matmul(f.cols(x, 0, 1), f.ones(1, ev.dim(e.b.cols)))
+        raise EvalError("exp of a matrix product cannot be rewritten to products of gates "
+                        "(only products with a ones tile, 1 g^T or 1^T G, can)")
+
 
 _EXP_OF_LOGS = _ExpOfLogs()
+
+
+def _cumprod(f, x, reverse):
+    n = f.shape(x)[0]
+    order = range(n - 1, -1, -1) if reverse else range(n)
+    rows = {}
+    prev = None
+    for i in order:
+        prev = f.rows(x, i, i + 1) if prev is None else f.had(prev, f.rows(x, i, i + 1))
+        rows[i] = prev
+    return f.vstack([rows[i] for i in range(n)])
+
+
+class _LogTyped(Visitor):
+    """Whether a formula's value is in log space: built from log-gates and logs by
+    the operations that exp turns into products (sums, differences, prefix sums,
+    row selection, broadcasts)."""
+
+    def visit_Expr(self, e, ev):
+        return False
+
+    def visit_Var(self, e, ev):
+        return ev.is_log(e.name)
+
+    def visit_Log(self, e, ev):
+        return True
+
+    def _any(self, e, ev):
+        return any(self.visit(c, ev) for c in e.children())
+
+    visit_Add = visit_Sub = visit_Neg = visit_CumSum = visit_RevCumSum = visit_Row = _any
+    visit_LastRow = visit_Transpose = visit_SubBlock = visit_Shift = visit_Tex = _any
+    visit_Sum = visit_MatMul = _any
+
+
+_LOG_TYPED = _LogTyped()
+_HAS_LOG: Dict[int, tuple] = {}
+
+
+def _has_log(prog) -> bool:
+    """Whether a program's definitions contain a logarithm (cached per program)."""
+    hit = _HAS_LOG.get(id(prog))
+    if hit is None or hit[0] is not prog or hit[1] != len(prog.defs):
+        has = any(isinstance(n, ir.Log) for _, e in prog.defs for n in ir.walk(e))
+        hit = _HAS_LOG[id(prog)] = (prog, len(prog.defs), has)
+    return hit[2]
 
 
 def _is_sym(f):

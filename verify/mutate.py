@@ -10,7 +10,7 @@ import numpy as np
 from chunkproof.derivations import ir
 from chunkproof.derivations.dsl import Claim, Derivation
 from chunkproof.derivations.visitor import Visitor
-from .check import EXACT_SIZES
+from .levels import EXACT_SIZES
 from .evaluate import EvalError, Point
 from .fields import ModP, ZeroDivision
 from .sites import sites

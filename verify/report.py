@@ -1,4 +1,10 @@
-"""Render check results as a table, JSON or Markdown."""
+"""Render check results as a table, JSON or Markdown (report_html: one HTML page).
+
+Every human-readable form starts with the summary (the counts, then one line per
+claim that does not hold) and shows, for each claim, the note's LaTeX beside the
+formula that was checked, printed from the IR: the two can differ (a label that
+says S_[t-1] over an encoding that reads S_[t]), and only the second was checked.
+"""
 from __future__ import annotations
 
 import json
@@ -6,17 +12,27 @@ from collections import OrderedDict
 from typing import List
 
 from chunkproof.derivations.latex import to_latex
-from .check import Result
+from chunkproof.derivations.loader import variant_name
+from .levels import Result
 
 MARK = {"holds": "ok", "fails": "FAIL", "ill-formed": "ILL", "error": "ERR"}
+# A table is read on a terminal, where the failures are what matters; Markdown and
+# HTML are documents, which list everything (failing claims first in HTML).
+SHOW_DEFAULT = {"table": "failing", "markdown": "all", "html": "all", "json": "all"}
 
 
 def formula_latex(r: Result) -> str:
+    """The checked formula, printed from the claim's IR."""
     c = r.claim
     try:
         return f"{to_latex(c.lhs)} = {to_latex(c.rhs)}"
     except Exception as e:  # noqa: BLE001 - printing must not hide the verdict
         return f"(cannot print: {e})"
+
+
+def note_latex(r: Result) -> str:
+    """The note's LaTeX as written ('' for a derived claim the note does not give)."""
+    return (r.claim.latex or "").strip()
 
 
 def to_record(r: Result) -> dict:
@@ -26,6 +42,7 @@ def to_record(r: Result) -> dict:
         id=c.id,
         note=c.citation.note,
         derivation=c.derivation,
+        variant=variant_name(c.derivation),
         citation=str(c.citation),
         section=c.citation.section,
         line=c.citation.line,
@@ -62,11 +79,95 @@ def summary(results: List[Result]) -> dict:
     return out
 
 
-def render_json(results: List[Result], seconds: float) -> str:
+def render_json(results: List[Result], seconds: float, show: str = "all") -> str:
+    # JSON is for programs: it always holds every claim, whatever --show says
     return json.dumps(OrderedDict(summary=summary(results), seconds=round(seconds, 2),
                                   claims=[to_record(r) for r in results]),
                       ensure_ascii=False, indent=2, default=float)
 
+
+# ---------------------------------------------------------------- summary lines
+
+def _n(k: int, one: str, many: str) -> str:
+    return f"{k} {one if k == 1 else many}"
+
+
+def has_corrections(results: List[Result]) -> bool:
+    return any(r.claim.corrected_of for r in results)
+
+
+def count_line(results: List[Result], seconds: float) -> str:
+    """'19 claims: 18 hold, 1 fails, 0 ill-formed (1.5 s)'; errors only when there are."""
+    s = summary(results)
+    parts = [_n(s["holds"], "holds", "hold"), _n(s["fails"], "fails", "fail"),
+             f"{s['ill-formed']} ill-formed"]
+    if s["error"]:
+        parts.append(_n(s["error"], "cannot be evaluated", "cannot be evaluated"))
+    return f"{_n(s['claims'], 'claim', 'claims')}: {', '.join(parts)} ({seconds:.1f} s)"
+
+
+def corrections_line(results: List[Result]) -> str:
+    """The literal / corrected split, only for derivations that have corrections
+    (a user's own file usually has none, and the words would mean nothing there)."""
+    if not has_corrections(results):
+        return ""
+    s = summary(results)
+    others = s["claims"] - s["corrected"]
+
+    def dont(k):
+        return f"{k} {'does' if k == 1 else 'do'} not hold"
+    return (f"corrections (<id>.corrected): {s['corrected']}, of which {dont(s['corrected_not_holding'])}; "
+            f"the other {_n(others, 'claim', 'claims')} (the lines as written, and derived claims): "
+            f"{dont(s['literal_not_holding'])}")
+
+
+def not_holding(results: List[Result]) -> List[Result]:
+    return [r for r in results if r.verdict != "holds"]
+
+
+def _correction_of(results: List[Result]) -> dict:
+    return {r.claim.corrected_of: r for r in results if r.claim.corrected_of}
+
+
+def _short(s: str, width: int) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= width else s[:width - 3] + "..."
+
+
+def problem_tail(r: Result, fixes: dict, width: int = 100) -> str:
+    """Where a claim that does not hold is, what fixes it, and why it is ill-formed."""
+    c = r.claim
+    out = str(c.citation)
+    if c.citation.what:
+        out += f" ({c.citation.what})"
+    fix = fixes.get(c.id)
+    if fix is not None:
+        out += f"; {fix.claim.id} {fix.verdict}"
+    if r.verdict in ("ill-formed", "error") and r.message:
+        out += f": {_short(r.message, width)}"
+    return out
+
+
+def problem_line(r: Result, fixes: dict, width: int = 100) -> str:
+    return f"{MARK[r.verdict]:4s} {r.claim.id}  {problem_tail(r, fixes, width)}"
+
+
+def summary_lines(results: List[Result], seconds: float) -> List[str]:
+    lines = [count_line(results, seconds)]
+    cl = corrections_line(results)
+    if cl:
+        lines.append(cl)
+    bad = not_holding(results)
+    if bad:
+        fixes = _correction_of(results)
+        lines.append(f"{_n(len(bad), 'claim does', 'claims do')} not hold:")
+        lines += ["  " + problem_line(r, fixes) for r in bad]
+    else:
+        lines.append("every claim holds")
+    return lines
+
+
+# ---------------------------------------------------------------- details
 
 def _group(results):
     groups = OrderedDict()
@@ -75,13 +176,10 @@ def _group(results):
     return groups
 
 
-def _shown_formula(r: Result) -> str:
-    """The note's own LaTeX for a literal claim; the fixed formula, printed from
-    the IR, for a correction (the note's line is the literal claim's)."""
-    c = r.claim
-    if c.corrected_of or not c.latex:
-        return formula_latex(r)
-    return c.latex
+def _selected(results: List[Result], show: str) -> List[Result]:
+    if show not in ("failing", "all"):
+        raise ValueError(f"show must be 'failing' or 'all', not {show!r}")
+    return list(results) if show == "all" else not_holding(results)
 
 
 def _details(r: Result) -> List[str]:
@@ -102,28 +200,30 @@ def _details(r: Result) -> List[str]:
     return out
 
 
-def render_table(results: List[Result], seconds: float, width=100) -> str:
-    lines = []
-    for (note, deriv), rs in _group(results).items():
-        src = rs[0].claim.derivation
-        lines.append(f"== {note} ({src}) ==")
+NO_NOTE_LINE = "(not in the note: a derived claim)"
+
+
+def render_table(results: List[Result], seconds: float, show: str = "failing", width=100) -> str:
+    lines = summary_lines(results, seconds)
+    shown = _selected(results, show)
+    for (note, deriv), rs in _group(shown).items():
+        lines += ["", f"== {note} ({variant_name(deriv)}) =="]
         for r in rs:
             c = r.claim
             lines.append(f"  {MARK[r.verdict]:4s} {c.id}  [{c.kind}]  {c.citation}"
                          + (f"  ({c.citation.what})" if c.citation.what else ""))
-            tex = _shown_formula(r)
-            lines.append(f"       {tex if len(tex) <= width else tex[:width - 3] + '...'}")
-            ev = "; ".join(r.evidence)
-            lines.append(f"       evidence: {ev}")
+            # a claim that does not hold gets its formulas whole: the difference may
+            # be anywhere in them
+            cut = (lambda s: s) if r.verdict != "holds" else (lambda s: _short(s, width))
+            lines.append(f"       note:     {cut(note_latex(r)) or NO_NOTE_LINE}")
+            lines.append(f"       checked:  {cut(formula_latex(r))}")
+            lines.append(f"       evidence: {'; '.join(r.evidence)}")
             for d in _details(r):
                 lines.append(f"       {d}")
-        lines.append("")
-    s = summary(results)
-    lines.append(f"{s['claims']} claims: {s['holds']} hold, {s['fails']} fail, "
-                 f"{s['ill-formed']} ill-formed, {s['error']} errors; "
-                 f"{s['literal_not_holding']} literal claims do not hold, "
-                 f"{s['corrected_not_holding']} of {s['corrected']} corrected claims do not hold "
-                 f"({seconds:.1f} s)")
+    hidden = len(results) - len(shown)
+    if hidden:
+        lines += ["", f"({_n(hidden, 'claim that holds is', 'claims that hold are')} not listed; "
+                      f"--show all lists them)"]
     return "\n".join(lines)
 
 
@@ -131,18 +231,56 @@ def _md(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(results: List[Result], seconds: float) -> str:
-    lines = ["# chunkproof report", ""]
-    for (note, deriv), rs in _group(results).items():
-        lines += [f"## {note}", "", "| claim | citation | formula (note) | verdict | evidence | details |",
-                  "|---|---|---|---|---|---|"]
+def inline_tex(tex: str) -> str:
+    """A note's display line as one inline formula: alignment marks and row
+    breaks of an aligned display mean nothing outside it."""
+    out, i = [], 0
+    while i < len(tex):
+        if tex.startswith("\\\\", i):
+            out.append(r"\quad ")
+            i += 2
+        elif tex[i] == "\\" and i + 1 < len(tex):
+            out.append(tex[i:i + 2])
+            i += 2
+        elif tex[i] == "&":
+            i += 1
+        else:
+            out.append(tex[i])
+            i += 1
+    return " ".join("".join(out).split())
+
+
+def render_markdown(results: List[Result], seconds: float, show: str = "all") -> str:
+    lines = ["# chunkproof report", "", f"**{count_line(results, seconds)}**"]
+    cl = corrections_line(results)
+    if cl:
+        lines += ["", cl[0].upper() + cl[1:] + "."]
+    bad = not_holding(results)
+    if bad:
+        fixes = _correction_of(results)
+        lines += ["", "Claims that do not hold:", ""]
+        lines += [f"- **{r.verdict}** `{r.claim.id}` {_md(problem_tail(r, fixes))}" for r in bad]
+    else:
+        lines += ["", "Every claim holds."]
+    shown = _selected(results, show)
+    for (note, deriv), rs in _group(shown).items():
+        lines += ["", f"## {note} ({variant_name(deriv)})", "",
+                  "| claim | citation | note (LaTeX) | checked (printed from the IR) | verdict | evidence | details |",
+                  "|---|---|---|---|---|---|---|"]
         for r in rs:
             c = r.claim
-            tex = _shown_formula(r)
-            lines.append(f"| `{c.id}` | {_md(str(c.citation))} | ${_md(tex)}$ | **{r.verdict}** | "
-                         f"{_md('; '.join(r.evidence))} | {_md(' / '.join(_details(r)))} |")
-        lines.append("")
-    s = summary(results)
-    lines.append(f"**{s['claims']} claims**: {s['holds']} hold, {s['fails']} fail, "
-                 f"{s['ill-formed']} ill-formed, {s['error']} errors ({seconds:.1f} s).")
+            nt = note_latex(r)
+            nt = f"${_md(inline_tex(nt))}$" if nt else NO_NOTE_LINE
+            lines.append(f"| `{c.id}` | {_md(str(c.citation))} | {nt} | ${_md(inline_tex(formula_latex(r)))}$ | "
+                         f"**{r.verdict}** | {_md('; '.join(r.evidence))} | {_md(' / '.join(_details(r)))} |")
+    hidden = len(results) - len(shown)
+    if hidden:
+        lines += ["", f"({_n(hidden, 'claim that holds is', 'claims that hold are')} not listed.)"]
     return "\n".join(lines)
+
+
+def render(fmt: str, results: List[Result], seconds: float, show: str = "") -> str:
+    """The text formats; html is report_html.render_html (it builds on this module)."""
+    show = show or SHOW_DEFAULT[fmt]
+    return {"table": render_table, "json": render_json,
+            "markdown": render_markdown}[fmt](results, seconds, show=show)

@@ -4,17 +4,31 @@ from __future__ import annotations
 import multiprocessing as mp
 import time
 
+import torch
+
 from chunkproof.derivations import ir
+from chunkproof.derivations.dsl import DeclarationError, handle_mismatches
 from chunkproof.derivations.loader import InputError
 from .check import check
 
 _WORK = []  # (derivation, claim) pairs, inherited by forked workers
 
 
+_BLOCKS = ("all", "not_last", "first", "not_first")
+
+
 def validate(derivs):
-    """Programs and recurrences must be well formed before claims mean anything."""
+    """Programs and recurrences must be well formed before claims mean anything.
+    What is wrong with the derivation's structure (not with one claim's formula) is
+    an InputError naming the file and the definition or claim."""
     for d in derivs:
+        if not d.recurrences:
+            raise InputError(f"{d.source}: derivation {d.name} has no recurrence to check against "
+                             f"(D.add_recurrence(...))")
         for p in d.programs.values():
+            if p.block not in ("chunk", "step"):
+                raise InputError(f"{d.source}: program {p.name}: block {p.block!r} is neither "
+                                 f"'chunk' nor 'step'")
             rec = d.recurrences.get(d.program_recurrence.get(p.name, ""))
             reserved = {"S_prev", "dO"}
             if rec is not None:
@@ -31,11 +45,34 @@ def validate(derivs):
             for need in (p.state, p.output):
                 if p.expr(need) is None:
                     raise InputError(f"{d.source}: program {p.name} defines no {need!r}")
+            # again here: definitions appended after add_program were never compared
+            _declarations(d, p, [e for _, e in p.defs],
+                          lambda k, p=p: f"program {p.name}, definition {p.defs[k][0]}")
         for c in d.claims:
+            where = f"{d.source}: claim {c.id} ({c.citation})"
             if c.program not in d.programs:
-                raise InputError(f"{d.source}: claim {c.id} ({c.citation}): unknown program {c.program!r}")
+                raise InputError(f"{where}: unknown program {c.program!r} "
+                                 f"(programs: {', '.join(d.programs) or 'none'})")
             if c.recurrence not in d.recurrences:
-                raise InputError(f"{d.source}: claim {c.id} ({c.citation}): unknown recurrence {c.recurrence!r}")
+                raise InputError(f"{where}: unknown recurrence {c.recurrence!r} "
+                                 f"(recurrences: {', '.join(d.recurrences) or 'none'})")
+            if c.blocks not in _BLOCKS:
+                raise InputError(f"{where}: blocks={c.blocks!r} is not one of {', '.join(_BLOCKS)}")
+            _declarations(d, d.programs[c.program], (c.lhs, c.rhs), f"claim {c.id} ({c.citation})")
+
+
+def _declarations(d, prog, exprs, where):
+    try:
+        handle_mismatches(prog, exprs, where)
+    except DeclarationError as e:
+        raise InputError(f"{d.source}: {e}") from None
+
+
+def _one_thread():
+    # Each forked worker is one of `jobs` processes sharing the machine's cores; torch's
+    # own thread pool on top of that oversubscribes them (on two cores the report took
+    # minutes instead of seconds), and the float64 checks are small enough for one thread.
+    torch.set_num_threads(1)
 
 
 def _check_one(args):
@@ -59,7 +96,7 @@ def run_checks(derivs, pattern="", jobs=1, floats=True, diagnose=True, seed=0, o
     t0 = time.perf_counter()
     if jobs > 1 and n > 8:
         ctx = mp.get_context("fork")
-        with ctx.Pool(jobs) as pool:
+        with ctx.Pool(jobs, initializer=_one_thread) as pool:
             done = 0
             for i, r in pool.imap_unordered(_check_one, [(i, floats, diagnose, seed) for i in range(n)]):
                 r.claim = _WORK[i][1]
