@@ -1,7 +1,6 @@
 """`chunkproof gen`: print generated_kernels/ from the verified derivations."""
 from __future__ import annotations
 
-import ast
 import os
 import tempfile
 from typing import Dict, List, Optional
@@ -81,13 +80,6 @@ def _tiling_literal(t: Tiling) -> str:
     return "Tiling(" + ", ".join(f"{k}={getattr(t, k)!r}" for k in Tiling.keys()) + ")"
 
 
-def _tiling_source() -> str:
-    """codegen/tiling.py without its module docstring, for _runtime.py."""
-    src = open(os.path.join(HERE, "tiling.py"), encoding="utf-8").read()
-    doc = ast.parse(src).body[0]
-    return "\n".join(src.splitlines()[doc.end_lineno:]).strip() + "\n"
-
-
 _SHAPE_DOC = {"k": "[B, T, H, K]", "v": "[B, T, H, V]", "gate_k": "[B, T, H, K] (log decay)",
               "gate_h": "[B, T, H] (log decay)", "head": "[B, T, H]"}
 
@@ -103,8 +95,7 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None) -> Dict[
             more = f" and {nb} backward claims" if nb else ""
             progress(f"checking claims {v.out_claim}, {v.state_claim}{more} and printing {v.name}.py")
         files[f"{v.name}.py"] = render_variant(v, env=env)
-    files["_runtime.py"] = env.get_template("runtime.py.j2").render(max_head_dim=MAX_HEAD_DIM,
-                                                                    tiling_source=_tiling_source())
+    files["_runtime.py"] = env.get_template("runtime.py.j2").render(max_head_dim=MAX_HEAD_DIM)
     files["__init__.py"] = env.get_template("init.py.j2").render(variants=variants)
     return files
 

@@ -1,9 +1,8 @@
 """The tiling schema of a generated module: block and launch sizes and the product
 type of each kernel family, one frozen record per variant (values: codegen/variants.py).
 
-`chunkproof gen` prints this file verbatim into generated_kernels/_runtime.py, so the
-kernels validate their run-time overrides with the same rules as the generator; it
-therefore imports only the standard library."""
+The generated modules import it (chunkproof.kernels._runtime), so the kernels validate
+their run-time overrides with the same rules as the generator."""
 import dataclasses
 from dataclasses import dataclass, field, fields
 
