@@ -66,7 +66,8 @@ def _one_line_problems(results, already=(), sources=None):
 def cmd_report(args):
     # verify imports sympy (0.7 s): the commands that check no claim start without it
     from chunkproof.verify import report
-    from chunkproof.verify.run import run_checks, validate
+    from chunkproof.verify.levels import size_sets
+    from chunkproof.verify.run import run_checks, validate, validate_sizes
     if args.format == "json" and args.show:
         sys.stderr.write("chunkproof: note: --show does not apply to json, which has every claim\n")
     if args.cmd == "verify":
@@ -76,6 +77,7 @@ def cmd_report(args):
     validate(derivs)
     from chunkproof.verify.programs import prepare
     derivs = prepare(derivs, args.sizes)   # --sizes, and an entry per program
+    validate_sizes(derivs, size_sets(), args.claim)
     progress = None if args.quiet else _Progress()
     results, secs = run_checks(derivs, args.claim, args.jobs, not args.no_float,
                                not args.no_diagnose, args.seed, on_result=progress)

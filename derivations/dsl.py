@@ -117,21 +117,22 @@ class Recurrence:
         return out
 
 
+class DeclarationError(ValueError):
+    """One name declared two ways: a tile handle with a shape other than its
+    definition's, a parameter with two shapes or kinds."""
+
+
 def _params_in(exprs) -> Dict[str, ir.Param]:
     out: Dict[str, ir.Param] = {}
     for e in exprs:
         for n in ir.walk(e):
             if isinstance(n, ir.Param):
                 if n.name in out and out[n.name] != n:
-                    raise ValueError(f"parameter {n.name!r} is declared twice, differently: "
+                    raise DeclarationError(f"parameter {n.name!r} is declared twice, differently: "
                                      f"{n.rows}x{n.cols} {n.kind!r} and {out[n.name].rows}x"
                                      f"{out[n.name].cols} {out[n.name].kind!r}")
                 out[n.name] = n
     return out
-
-
-class DeclarationError(ValueError):
-    """A tile handle declared with a shape other than its definition's."""
 
 
 def handle_mismatches(prog: Program, exprs, where) -> None:

@@ -168,8 +168,16 @@ class Adj(Expr):
     excl: Tuple[str, ...] = ()
     tex: str = ""
 
+    def __post_init__(self):
+        if not isinstance(self.var, Var):
+            raise TypeError(f"adj() takes a named tile (an input, S_prev, a definition or a "
+                            f"parameter), not {type(self.var).__name__} {latex_of(self.var)}")
+
     def shape(self):
         return self.var.shape()
+
+
+_TRUTH_SHAPES = {"state": ("Dv", "Dk"), "out": ("Dv", "1"), "outs": ("C", "Dv")}
 
 
 @dataclass(frozen=True, eq=False)
@@ -181,8 +189,13 @@ class Truth(Expr):
     idx: str = ""
     tex: str = ""
 
+    def __post_init__(self):
+        if self.what not in _TRUTH_SHAPES:
+            raise ValueError(f"Truth({self.what!r}): the recurrence's quantities are "
+                             f"{', '.join(map(repr, _TRUTH_SHAPES))}")
+
     def shape(self):
-        return {"state": ("Dv", "Dk"), "out": ("Dv", "1"), "outs": ("C", "Dv")}[self.what]
+        return _TRUTH_SHAPES[self.what]
 
 
 @dataclass(frozen=True, eq=False)

@@ -36,7 +36,7 @@ def _collect(mod, origin) -> List[Derivation]:
     if ds is None:
         d = getattr(mod, "DERIVATION", None)
         ds = [d] if d is not None else []
-    ds = list(ds)
+    ds = list(ds) if isinstance(ds, (list, tuple)) else [ds]
     if not ds or not all(isinstance(d, Derivation) for d in ds):
         raise InputError(f"{origin}: defines no DERIVATION (a chunkproof Derivation) or DERIVATIONS list")
     for d in ds:

@@ -239,3 +239,107 @@ def test_show_does_not_apply_to_json():
     data = json.loads(out)
     assert code == 0 and len(data["claims"]) == data["summary"]["claims"] == data["summary"]["holds"] > 5
     assert "--show does not apply to json" in err
+
+
+# ---------------------------------------------------------------- slips never crash
+# Run in-process (main() with captured output): each case would spend 3 s starting an
+# interpreter.  tests/test_derivation_fuzz.py finds such cases; these keep a few.
+
+def _verify_here(*args):
+    import contextlib
+    import io
+    from chunkproof.cli import main
+    from chunkproof.verify import levels
+    # the data files add claims to the example's shared Derivation: import it afresh
+    for name in [m for m in sys.modules if m.startswith(("chunkproof.derivations.examples",
+                                                         "chunkproof_user_"))]:
+        del sys.modules[name]
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["verify", "-q", "-j", "1", "--no-float", *args])
+    finally:
+        levels.use_sizes(None)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_structural_slips_are_one_line_input_errors_and_write_nothing(tmp_path):
+    unknown_rec = tmp_path / "unknown_recurrence.py"
+    unknown_rec.write_text(
+        "from chunkproof.derivations.examples import mamba2 as base\n"
+        "from chunkproof.derivations.dsl import Notebook\n"
+        "from chunkproof.derivations.ir import Truth\n"
+        "nb = Notebook(base.D, 'unknown_recurrence.py').section('forward')\n"
+        "nb.forward('bad.rec', 5, 'O', Truth('outs'), base.Ql @ base.S_PREV.T, 'mamba2_chunk',\n"
+        "           recurrence='mamba3')\n"
+        "DERIVATION = base.D\n")
+    target = tmp_path / "r.json"
+    for path, needles in [
+        # was a ValueError traceback from numpy, exit 1
+        ("tests/data/scale_handle.py", ["definition S", "'gC' is declared 1x1", "Dkx1"]),
+        ("tests/data/defines_nothing.py", ["defines no DERIVATION"]),
+        ("tests/data/no_program.py", ["claim bad.prog (no_program.py §forward, line 3)",
+                                      "unknown program 'mamba2_chunkk'"]),
+        (str(unknown_rec), ["claim bad.rec", "unknown recurrence 'mamba3'"]),
+        ("tests/data/no_recurrence.py", ["has no recurrence"]),
+        # found by the fuzz test: was a RecursionError traceback
+        ("tests/data/self_reading.py", ["definition O: reads itself (O -> O)"]),
+    ]:
+        code, out, err = _verify_here(path, "--format", "json", "-o", str(target))
+        assert code == 2, (path, code, err)
+        assert err.startswith(f"chunkproof: error: {path}: ") and err.count("\n") == 1, err
+        for n in needles:
+            assert n in err, (path, err)
+        assert not target.exists() and not list(tmp_path.glob(".chunkproof-*")), path
+
+
+def test_fuzz_found_leaf_and_output_shape_slips(tmp_path):
+    src = open(os.path.join(ROOT, "derivations/examples/mamba2.py"), encoding="utf-8").read()
+    for old, new, needle in [
+        # Q's handle named dO: a numpy matmul ValueError in the evaluator
+        ('Q, K = tile("Q", "C", "Dk"', 'Q, K = tile("dO", "C", "Dk"',
+         "tile 'dO' is declared CxDk, but dO is CxDv"),
+        # an output of the state's shape: a numpy broadcast ValueError in the comparison
+        ('("O", Ql @ S_PREV.T + tril(Ql @ Kr.T) @ V)', '("O", S_PREV)',
+         "definition O: is DvxDk, but a chunk program's O is CxDv"),
+        # adj of a transpose: an AttributeError in the program gate
+        ("adj(Ql), DO @ S_PREV", "adj(Ql.T), DO @ S_PREV", "adj() takes a named tile"),
+    ]:
+        assert old in src
+        path = tmp_path / "mut_mamba2.py"
+        path.write_text(src.replace(old, new))
+        code, out, err = _verify_here(str(path))
+        assert code == 2 and needle in err and err.count("\n") == 1, (new, err)
+
+
+def test_a_truth_past_the_sequence_is_ill_formed_and_the_rest_is_reported(tmp_path):
+    # was a KeyError traceback from a forked worker, exit 1, and no report at all
+    # (two jobs: the claims run in the worker pool, as the report's do)
+    target = tmp_path / "r.json"
+    code, out, err = _verify_here("tests/data/truth_past_end.py", "--format", "json", "-o", str(target),
+                                  "-j", "2")
+    assert code == 1, err
+    claims = {c["id"]: c for c in json.loads(target.read_text())["claims"]}
+    assert claims["bad.S_past"]["verdict"] == "ill-formed"
+    assert "outside the sequence" in claims["bad.S_past"]["message"]
+    assert claims["mamba2.O"]["verdict"] == "holds" and len(claims) > 5
+    assert err.startswith("tests/data/truth_past_end.py: bad.S_past (truth_past_end.py §forward, line 3)")
+
+
+def test_sizes_too_small_for_the_program_are_input_errors(tmp_path):
+    target = tmp_path / "r.json"
+    for args, needle in [
+        (("--sizes", "C=4,Dk=2,Dv=2,chunks=1"), "chunks must be at least 2"),
+    ]:
+        code, out, err = _verify_here("derivations/examples/mamba2.py", *args, "-o", str(target))
+        assert code == 2 and needle in err and err.count("\n") == 1 and not target.exists(), err
+    code, out, err = run("report", "gla", "--claim", "P_def", "--sizes", "C=4,Dk=2,Dv=2,T=4", "-q",
+                         "-o", str(target))
+    assert code == 2 and "one sub-chunk per chunk" in err and "gla.P_def" in err, err
+    assert err.count("\n") == 1 and not target.exists()
+
+
+def test_an_unwritable_output_is_an_input_error(tmp_path):
+    code, out, err = _verify_here("tests/data/wrong_dK.py", "--claim", "typo", "-o",
+                                  str(tmp_path / "no" / "such" / "dir" / "r.txt"))
+    assert code == 2 and "cannot write there" in err and "Traceback" not in err

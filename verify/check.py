@@ -7,6 +7,7 @@ import time
 
 from chunkproof.derivations.dsl import Claim, Derivation
 from . import programs
+from .coverage import coverage_of
 from .levels import TRIALS, Result, decide, size_sets
 
 
@@ -23,5 +24,8 @@ def check(deriv: Derivation, claim: Claim, sizes=None, trials=TRIALS,
     res = decide(deriv, claim, sets, trials, diagnose, floats, seed)
     if res.verdict != "error":
         programs.gate(deriv, claim, res, sets, trials, seed)
+    # what the claim's group of pieces leaves unstated, at the first size set: shown
+    # beside the verdict, never read by it (an attribute until Result has the field)
+    res.coverage = coverage_of(deriv, claim, sets[0])
     res.seconds = time.perf_counter() - t0
     return res

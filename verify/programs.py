@@ -117,7 +117,8 @@ def program_entry(deriv: Derivation, prog: Program) -> Claim:
     start = "S_[-1] = 0, as every claim on it assumes" if zero else "a nonzero S_[-1]"
     block = "chunk" if prog.block == "chunk" else "step"
     what = f"O and S of every {block} equal the unrolled recurrence {rec} ({start})"
-    return Claim(id=prog.name + SUFFIX, citation=Citation(_note(deriv, prog), f"program {prog.name}", 0, what),
+    cite = Citation(_note(deriv, prog), f"program {prog.name}", 0, what=what)
+    return Claim(id=prog.name + SUFFIX, citation=cite,
                  latex=rf"\text{{program {_tex_text(prog.name)}: O and S = recurrence {_tex_text(rec)}}}",
                  kind=KIND,
                  lhs=ir.Truth("outs" if prog.block == "chunk" else "out", "" if prog.block == "chunk" else "t"),
@@ -475,7 +476,7 @@ def check_program_entry(deriv: Derivation, claim: Claim, sets, trials, diagnose,
             res.residual = sympy_residual(deriv, tc, small)
             if res.residual:
                 res.evidence.append(f"sympy residual of {pc.tile} at {small}")
-    if floats and pc.verdict in ("holds", "fails"):
+    if floats and tiles and pc.verdict in ("holds", "fails"):   # tiles: none if O and S read dO
         try:
             res.float_error = max(float_error(deriv, t) for t in tiles)
             res.evidence.append(f"float64 at {FLOAT_SIZES}: rel. error {res.float_error:.1e}")

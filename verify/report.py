@@ -13,6 +13,7 @@ from typing import List
 
 from chunkproof.derivations.latex import to_latex
 from chunkproof.derivations.loader import variant_name
+from .coverage import groups_record, summary_line as coverage_line
 from .levels import Result
 
 MARK = {"holds": "ok", "fails": "FAIL", "ill-formed": "ILL", "error": "ERR"}
@@ -63,8 +64,14 @@ def to_record(r: Result) -> dict:
             entries=[list(e) for e in m.entries], lhs=m.lhs, rhs=m.rhs),
         residual=r.residual or None,
         float64_rel_error=r.float_error,
+        coverage=None if _coverage(r) is None else _coverage(r).record(),
         seconds=round(r.seconds, 4),
     )
+
+
+def _coverage(r: Result):
+    # results built before coverage existed (or by hand, in tests) have none
+    return getattr(r, "coverage", None)
 
 
 def summary(results: List[Result]) -> dict:
@@ -82,6 +89,7 @@ def summary(results: List[Result]) -> dict:
 def render_json(results: List[Result], seconds: float, show: str = "all") -> str:
     # JSON is for programs: it always holds every claim, whatever --show says
     return json.dumps(OrderedDict(summary=summary(results), seconds=round(seconds, 2),
+                                  coverage=groups_record(results),
                                   claims=[to_record(r) for r in results]),
                       ensure_ascii=False, indent=2, default=float)
 
@@ -164,6 +172,9 @@ def summary_lines(results: List[Result], seconds: float) -> List[str]:
         lines += ["  " + problem_line(r, fixes) for r in bad]
     else:
         lines.append("every claim holds")
+    cov = coverage_line(results)
+    if cov:
+        lines.append(cov)
     return lines
 
 
@@ -197,6 +208,8 @@ def _details(r: Result) -> List[str]:
                    f"differing entries (left side vs formula, GF(p) centred): {ent}")
     if r.residual:
         out.append(f"residual: {r.residual}")
+    if _coverage(r) is not None:
+        out.append(_coverage(r).line())
     return out
 
 
@@ -262,6 +275,9 @@ def render_markdown(results: List[Result], seconds: float, show: str = "all") ->
         lines += [f"- **{r.verdict}** `{r.claim.id}` {_md(problem_tail(r, fixes))}" for r in bad]
     else:
         lines += ["", "Every claim holds."]
+    cov = coverage_line(results)
+    if cov:
+        lines += ["", _md(cov[0].upper() + cov[1:]) + "."]
     shown = _selected(results, show)
     for (note, deriv), rs in _group(shown).items():
         lines += ["", f"## {note} ({variant_name(deriv)})", "",

@@ -15,8 +15,9 @@ from typing import List
 
 from chunkproof.derivations.loader import variant_name
 from .levels import Result
-from .report import (NO_NOTE_LINE, _correction_of, _group, _n, count_line, corrections_line, formula_latex,
-                     note_latex, summary)
+from .coverage import summary_line as coverage_line
+from .report import (NO_NOTE_LINE, _correction_of, _coverage, _group, _n, count_line, corrections_line,
+                     formula_latex, note_latex, summary)
 
 KATEX = resources.files("chunkproof.verify") / "html" / "katex"
 # the page may run its own inline script and style and read fonts from data: URLs;
@@ -118,6 +119,8 @@ def _card(i: int, r: Result, fixes: dict, by_id: dict) -> str:
         dl.append(f'<dt>residual</dt><dd><pre class="residual">{_e(r.residual)}</pre></dd>')
     if c.assume:
         dl.append(f"<dt>assumes</dt><dd>{_e(', '.join(c.assume))}</dd>")
+    if _coverage(r) is not None:
+        dl.append(f'<dt>coverage</dt><dd class="coverage">{_e(_coverage(r).line())}</dd>')
     out.append(f'<dl>{"".join(dl)}</dl></article>')
     return "\n".join(out)
 
@@ -243,6 +246,9 @@ def render_html(results: List[Result], seconds: float, show: str = "all") -> str
     cl = corrections_line(results)
     if cl:
         head.append(f'<p class="sub">{_e(cl[0].upper() + cl[1:])}.</p>')
+    cov = coverage_line(results)
+    if cov:
+        head.append(f'<p class="sub coverage">{_e(cov[0].upper() + cov[1:])}.</p>')
     head.append(f'<p class="sub">chunkproof {_e(_version())}. Each claim shows the note\'s '
                 f'LaTeX beside the formula that was checked, printed from its encoding.</p>')
 
