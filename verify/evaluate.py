@@ -509,30 +509,21 @@ class BlockEval(Visitor):
             raise UndefinedFormula(f"row {e.idx}={i} outside 1..{n} in {ir.latex_of(e)}")
         return f.T(f.rows(x, i - 1, i))
 
-    def visit_Sum(self, e, env):
-        f = self.f
+    def _fold(self, e, env, combine, empty):
+        """body at var = lo..hi combined left to right; empty() for an empty range."""
         lo = idx_value(e.lo, self.idx_env(env))
         hi = idx_value(e.hi, self.idx_env(env))
         acc = None
         for i in range(lo, hi + 1):
             v = self.ev(e.body, {**env, e.var: i})
-            acc = v if acc is None else f.add(acc, v)
-        if acc is None:
-            r, c = e.shape()
-            acc = f.zeros(self.dim(r), self.dim(c))
-        return acc
+            acc = v if acc is None else combine(acc, v)
+        return empty() if acc is None else acc
+
+    def visit_Sum(self, e, env):
+        return self._fold(e, env, self.f.add, lambda: self.f.zeros(*map(self.dim, e.shape())))
 
     def visit_Prod(self, e, env):
-        f = self.f
-        lo = idx_value(e.lo, self.idx_env(env))
-        hi = idx_value(e.hi, self.idx_env(env))
-        acc = None
-        for i in range(lo, hi + 1):
-            v = self.ev(e.body, {**env, e.var: i})
-            acc = v if acc is None else f.matmul(acc, v)
-        if acc is None:
-            acc = f.eye(self.dim(e.shape()[0]))
-        return acc
+        return self._fold(e, env, self.f.matmul, lambda: self.f.eye(self.dim(e.shape()[0])))
 
     def visit_Stack(self, e, env):
         f = self.f
