@@ -77,7 +77,7 @@ def main(argv=None):
     mod, func = calls.ours(a.variant)
     scale = K ** -0.5
     _, want = metrics.reference_backward(a.variant, x, h0, do, dht, scale)
-    ref = {("g" if n == "gk" else n): t for n, t in x.items()}
+    ref = metrics.reference_names(x)
     undo = emulate(a.tf32)
     try:
         for text, sets in a.rows:
@@ -86,7 +86,7 @@ def main(argv=None):
             if a.inputs == "bench":    # the benchmark's measure: plain relative RMS
                 errs = {n: metrics.rel_rms(g, want[n]) for n, g in got.items()}
             else:                      # the fuzz campaign's (a gate gradient's floor)
-                errs = metrics.grad_errors(got, {("g" if n == "gk" else n): w for n, w in want.items()}, ref)
+                errs = metrics.grad_errors(got, metrics.reference_names(want), ref)
             print(f"{a.variant} {text or 'defaults'}: " + " ".join(f"d{n} {e:.2e}" for n, e in errs.items()),
                   flush=True)
     finally:

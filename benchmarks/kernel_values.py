@@ -15,18 +15,18 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported
 
 import torch  # noqa: E402
 
-from chunkproof.fuzz.cases import VARIANTS, kernel, make_inputs, module  # noqa: E402
+from chunkproof.bench.inputs import fuzz_case  # noqa: E402
+from chunkproof.bench.metrics import reference_names  # noqa: E402
+from chunkproof.fuzz.cases import VARIANTS, kernel, module  # noqa: E402
 from chunkproof.fuzz.reference import grad_errors, recurrence, reference_grads, rel_rms  # noqa: E402
 
 SHAPE = dict(B=1, T=45, H=2, K=16, V=24)   # a partial last chunk, K != V
 
 
 def values(variant, seed=3):
-    args, ref, state = make_inputs(variant, **SHAPE, seed=seed, h0=True)
-    gen = torch.Generator().manual_seed(seed + 1)
-    do = torch.randn(SHAPE["B"], SHAPE["T"], SHAPE["H"], SHAPE["V"], generator=gen)
-    dht = torch.randn(SHAPE["B"], SHAPE["H"], SHAPE["K"], SHAPE["V"], generator=gen)
-    leaves = [a.detach().clone().requires_grad_() for a in args]
+    inputs, state, do, dht = fuzz_case(variant, **SHAPE, seed=seed, dtype=torch.float32)
+    ref = reference_names(inputs)
+    leaves = [a.detach().clone().requires_grad_() for a in inputs.values()]
     h0 = state.detach().clone().requires_grad_()
     o, ht = kernel(variant)(*leaves, initial_state=h0, output_final_state=True)
     names = [n for n, _ in module(variant).ARGS] + ["initial_state"]

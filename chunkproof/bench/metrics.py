@@ -8,18 +8,19 @@ import torch
 from chunkproof.fuzz.reference import grad_errors, recurrence, reference_grads, rel_rms  # noqa: F401
 
 
-def _ref_names(inputs):
+def reference_names(inputs):
+    """inputs renamed as the fp64 oracle names them (DPLR's gate gk is its g)."""
     return {("g" if n == "gk" else n): x for n, x in inputs.items()}
 
 
 def reference_forward(variant, inputs, scale=None, initial_state=None):
     """o [B, T, H, V] and final state [B, H, K, V], float64."""
-    return recurrence(variant, scale=scale, initial_state=initial_state, **_ref_names(inputs))
+    return recurrence(variant, scale=scale, initial_state=initial_state, **reference_names(inputs))
 
 
 def reference_backward(variant, inputs, h0, do, dht, scale=None):
     """o and {name: gradient} (the APIs' names, and 'initial_state'), float64."""
-    ref = _ref_names(inputs)
+    ref = reference_names(inputs)
     o, _ = recurrence(variant, scale=scale, initial_state=h0, **ref)
     grads = reference_grads(variant, ref, do, dht, scale=scale, initial_state=h0)
     return o, {("gk" if n == "g" and "gk" in inputs else n): g for n, g in grads.items()}
