@@ -67,7 +67,9 @@ def cmd_report(args):
     # verify imports sympy (0.7 s): the commands that check no claim start without it
     from chunkproof.verify import report
     from chunkproof.verify.levels import size_sets
-    from chunkproof.verify.run import run_checks, validate, validate_sizes
+    from chunkproof.verify.programs import prepare
+    from chunkproof.verify.run import run_checks
+    from chunkproof.verify.validate import validate, validate_sizes
     if args.format == "json" and args.show:
         sys.stderr.write("chunkproof: note: --show does not apply to json, which has every claim\n")
     if args.cmd == "verify":
@@ -75,7 +77,6 @@ def cmd_report(args):
     else:
         derivs = resolve(args.targets, args.debug)
     validate(derivs)
-    from chunkproof.verify.programs import prepare
     derivs = prepare(derivs, args.sizes)   # --sizes, and an entry per program
     validate_sizes(derivs, size_sets(), args.claim)
     progress = None if args.quiet else _Progress()
