@@ -6,12 +6,10 @@ import os
 import sys
 import warnings
 
-import torch
-
 from chunkproof import __version__
 from chunkproof.derivations.loader import InputError, from_file, resolve
-from chunkproof.fuzz.campaign import DEFAULT_SAVE, Interrupted, run_campaign, save_failures, table
-from chunkproof.fuzz.properties import PROPERTIES
+# constants only: the campaign imports torch and the kernels, which only `fuzz` pays for
+from chunkproof.fuzz import DEFAULT_SAVE
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
@@ -190,8 +188,11 @@ def cmd_gen(args):
 
 def cmd_fuzz(args):
     """Property-based campaign of the generated kernels against the fp64 recurrence."""
-    # the cases import codegen: only the commands that use it pay for it
+    # the cases import codegen and torch: only the commands that use them pay for them
+    import torch
+    from chunkproof.fuzz.campaign import Interrupted, run_campaign, save_failures, table
     from chunkproof.fuzz.cases import VARIANTS
+    from chunkproof.fuzz.properties import PROPERTIES
     names = []
     for v in args.variant or ["all"]:
         names += VARIANTS if v == "all" else [v]

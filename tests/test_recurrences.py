@@ -7,14 +7,14 @@ from hypothesis import given, settings, strategies as st
 from chunkproof.derivations import recurrences as R
 from chunkproof.derivations.dsl import Derivation
 from chunkproof.verify.evaluate import Point, Sizes
-from chunkproof.verify.fields import Float
+from torch_field import TorchFloat
 
 
 def _outputs(rec, seq, S0, sizes):
     d = Derivation("x", "x", "x")
     d.add_recurrence(rec)
     # no loss seeds: only the trajectory is read
-    pt = Point(d, rec.name, Float(), sizes, {i.seq: seq[i.seq] for i in rec.inputs}, S0, None, None)
+    pt = Point(d, rec.name, TorchFloat(), sizes, {i.seq: seq[i.seq] for i in rec.inputs}, S0, None, None)
     states, outs = pt.trajectory()
     return torch.stack([outs[t] for t in sorted(outs)]), states[sizes.L]
 

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import Dict
 
-import torch
-
 from chunkproof.derivations import ir
 from chunkproof.derivations.dsl import Program
 from chunkproof.derivations.visitor import Visitor
 from .evaluate import BlockEval, EvalError, Point, UndefinedFormula, idx_value, mask
-from .fields import Float
 
 
 class _Reverse(Visitor):
@@ -240,35 +237,18 @@ def true_dstates(pt: Point):
 
 def param_gradients(pt: Point):
     """dL/d theta for every parameter theta, summed over every step that reads it:
-    reverse mode through the recurrence's steps, or torch autograd in float64 (so
-    that the float level stays independent of our reverse mode)."""
+    reverse mode through the recurrence's steps."""
     hit = pt.derived.get("dparams")
     if hit is not None:
         return hit
     f = pt.field
-    if isinstance(f, Float):
-        hit = _autograd_params(pt)
-    else:
-        true_dstates(pt)
-        hit = dict(pt.derived["dparams by steps"])
+    true_dstates(pt)
+    hit = dict(pt.derived["dparams by steps"])
     for n in pt.param_decl:
         if n not in hit:  # a parameter the recurrence does not read
             hit[n] = f.zeros(*f.shape(pt.param_value(n)))
     pt.derived["dparams"] = hit
     return hit
-
-
-def _autograd_params(pt: Point):
-    leaves = {n: pt.param_value(n).detach().clone().requires_grad_(True) for n in pt.param_decl}
-    q = Point(pt.deriv, pt.rec.name, pt.field, pt.sizes, pt.seq, pt.S0, pt.dO, pt.dST, leaves)
-    states, outs = q.trajectory()
-    L = pt.sizes.L
-    loss = (pt.dST * states[L]).sum()
-    for t, o in outs.items():
-        loss = loss + (pt.dO[t - 1:t, :] @ o).sum()
-    names = list(leaves)
-    grads = torch.autograd.grad(loss, [leaves[n] for n in names], allow_unused=True)
-    return {n: torch.zeros_like(leaves[n]) if g is None else g for n, g in zip(names, grads)}
 
 
 def block_adjoints(pt: Point, prog: Program, b: int):

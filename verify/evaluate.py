@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Dict
 
 import numpy as np
-import torch
 
 from chunkproof.derivations import ir
 from chunkproof.derivations.dsl import Derivation, Program
@@ -181,7 +180,7 @@ def _sample(f, kind, r, c, rng):
             a = rng.uniform(0.05, 1.0, size=(r, c))
         else:
             a = rng.standard_normal((r, c)) / np.sqrt(max(c, 1))
-        return torch.tensor(a, dtype=torch.float64)
+        return np.asarray(a, dtype=np.float64)
     raise TypeError(f"cannot sample over {f.name}")
 
 

@@ -1,7 +1,6 @@
-"""A readable sympy residual (lhs - rhs) for a failing claim at tiny sizes."""
+"""A readable sympy residual (lhs - rhs) for a failing claim at tiny sizes.  sympy
+(0.7 s to import) loads on the first residual: a derivation that holds never needs it."""
 from __future__ import annotations
-
-import sympy as sp
 
 from .adjoints import adjoint_value
 from .evaluate import EvalError, Point, Sizes
@@ -12,11 +11,13 @@ MAX_CHARS = 400
 
 
 def _symbols(prefix, r, c):
+    import sympy as sp
     return sp.Matrix(r, c, lambda i, j: sp.Symbol(f"{prefix}_{i + 1}{j + 1}"))
 
 
 def symbolic_point(deriv, claim, sizes: Sizes) -> Point:
     """Every input a symbol named after its per-step vector (q_11, alpha_21, ...)."""
+    import sympy as sp
     rec = deriv.recurrences[claim.recurrence]
     seq = {i.seq: _symbols(i.step, sizes.L, sizes.dim(i.dim)) for i in rec.inputs}
     S0 = sp.zeros(sizes.Dv, sizes.Dk) if "zero_initial_state" in claim.assume \
@@ -28,6 +29,7 @@ def symbolic_point(deriv, claim, sizes: Sizes) -> Point:
 def sympy_residual(deriv, claim, sizes: Sizes) -> str:
     if sizes.C * max(sizes.Dk, sizes.Dv) > 4:
         return ""
+    import sympy as sp
     prog = deriv.programs[claim.program]
     try:
         pt = symbolic_point(deriv, claim, sizes)

@@ -4,18 +4,9 @@ from __future__ import annotations
 import multiprocessing as mp
 import time
 
-import torch
-
 from .check import check
 
 _WORK = []  # (derivation, claim) pairs, inherited by forked workers
-
-
-def _one_thread():
-    # Each forked worker is one of `jobs` processes sharing the machine's cores; torch's
-    # own thread pool on top of that oversubscribes them (on two cores the report took
-    # minutes instead of seconds), and the float64 checks are small enough for one thread.
-    torch.set_num_threads(1)
 
 
 def _check_one(args):
@@ -39,7 +30,7 @@ def run_checks(derivs, pattern="", jobs=1, floats=True, diagnose=True, seed=0, o
     t0 = time.perf_counter()
     if jobs > 1 and n > 8:
         ctx = mp.get_context("fork")
-        with ctx.Pool(jobs, initializer=_one_thread) as pool:
+        with ctx.Pool(jobs) as pool:
             done = 0
             for i, r in pool.imap_unordered(_check_one, [(i, floats, diagnose, seed) for i in range(n)]):
                 r.claim = _WORK[i][1]

@@ -12,9 +12,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from . import DEFAULT_SAVE
 from .properties import PROPERTIES, draw
-
-DEFAULT_SAVE = os.path.join("tests", "fuzz_failures.json")
 
 
 @dataclass
