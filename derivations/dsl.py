@@ -214,11 +214,9 @@ class Derivation:
         if claim.program in self.programs:
             handle_mismatches(self.programs[claim.program], (claim.lhs, claim.rhs),
                               f"claim {claim.id} ({claim.citation})")
-        if claim.kind == "adjoint" and _summed_param(claim.lhs):
-            # a parameter's gradient is one value for the whole sequence, so the claim
-            # compares two values, like an identity: the true one comes from reverse
-            # mode through the recurrence (autograd in float64)
-            claim.kind = "identity"
+        if claim.kind == "adjoint" and summed_parameter(claim.lhs):
+            # a parameter's gradient is one value for the whole sequence: the checker
+            # moves the parameter at every step at once (verify/levels.py, jvp_param)
             if not claim.citation.what:
                 c = claim.citation
                 claim.citation = Citation(c.note, c.section, c.line, c.row,
@@ -229,7 +227,9 @@ class Derivation:
         return claim
 
 
-def _summed_param(lhs) -> bool:
+def summed_parameter(lhs) -> bool:
+    """Whether ``lhs`` is a parameter's whole gradient (summed over every step that
+    reads it), rather than its part through some definitions (via=, excl=)."""
     return isinstance(lhs, ir.Adj) and isinstance(lhs.var, ir.Param) and not (lhs.via or lhs.excl)
 
 

@@ -11,7 +11,7 @@ from typing import List, Optional
 import numpy as np
 
 from chunkproof.derivations import ir
-from chunkproof.derivations.dsl import Claim, Derivation
+from chunkproof.derivations.dsl import Claim, Derivation, summed_parameter
 from .adjoints import adjoint_value
 from .evaluate import BlockEval, EvalError, UndefinedFormula, Point, Sizes, run_steps
 from .fields import Dual, Float, ModP, ZeroDivision
@@ -108,6 +108,13 @@ class Result:
     residual: str = ""
     float_error: Optional[float] = None
     seconds: float = 0.0
+    # the repair search (verify/repair.py), for a claim that does not hold
+    suggestion: str = ""               # the suggested line, LaTeX
+    suggestion_verified: bool = False  # decided to hold at every exact size set
+    edit: str = ""                     # what the suggestion changed
+    suggestion_residual: str = ""      # the line's residual in named tiles (LaTeX)
+    suggestion_note: str = ""          # why there is none, or where the search stopped
+    suggestion_seconds: float = 0.0
 
 
 def _prog(deriv: Derivation, claim: Claim):
@@ -188,6 +195,22 @@ def jvp_loss(pt: Point, prog, b: int, target: ir.Adj, D):
     return int(val[1][0, 0] % f.p)
 
 
+def jvp_param(pt: Point, name: str, D):
+    """d/d eps of L when parameter ``name`` moves by eps * D at every step at once,
+    exactly: dual numbers through the whole recurrence (a parameter's gradient is
+    the sum of every step's part, which no single block's JVP sees)."""
+    f, d = pt.field, Dual(pt.field)
+    params = {n: pt.param_value(n) for n in pt.param_decl}
+    params[name] = (params[name], D)
+    q = Point(pt.deriv, pt.rec.name, f, pt.sizes, pt.seq, pt.S0, pt.dO, pt.dST, params)
+    L = pt.sizes.L
+    states, outs = run_steps(q, d, d.lift(pt.S0), 0, L)
+    total = _inner(d, d.lift(pt.dST), states[L])
+    for t, o in outs.items():
+        total = d.add(total, _inner(d, d.lift(f.T(f.rows(pt.dO, t - 1, t))), o))
+    return int(total[1][0, 0] % f.p)
+
+
 def _sample_point(deriv, claim, field, sizes, seed):
     rng = np.random.default_rng(seed)
     return Point.sample(deriv, claim.recurrence, field, sizes, rng,
@@ -216,7 +239,8 @@ def _exact_at(pt, claim, prog, report_seed=None):
         if claim.kind == "adjoint":
             r, c = f.shape(rhs)
             D = f.rand(r, c)
-            want = jvp_loss(pt, prog, b, claim.lhs, D)
+            want = jvp_param(pt, claim.lhs.var.name, D) if summed_parameter(claim.lhs) \
+                else jvp_loss(pt, prog, b, claim.lhs, D)
             got = int((f.had(rhs, D)).sum() % f.p)
             if want != got:
                 truth = adjoint_value(pt, prog, b, claim.lhs)
