@@ -7,8 +7,9 @@
 tcache_restore() {
     export TRITON_CACHE_DIR=/tmp/tcache TRITON_CACHE_AUTOTUNING=1
     mkdir -p "$TRITON_CACHE_DIR"
-    if compgen -G ".tcache/part*" >/dev/null; then
-        cat .tcache/part* | xz -d | tar -x -C /tmp && echo "Triton cache: $(du -sh /tmp/tcache | cut -f1) restored"
+    # the pieces as the device tool brings them back (tcache.partaa, ...) or renamed (partaa, ...)
+    if compgen -G ".tcache/*part*" >/dev/null; then
+        cat .tcache/*part* | xz -d | tar -x -C /tmp && echo "Triton cache: $(du -sh /tmp/tcache | cut -f1) restored"
     fi
 }
 

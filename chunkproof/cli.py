@@ -6,7 +6,7 @@ import os
 import sys
 import warnings
 
-from chunkproof import __version__
+from chunkproof import __version__, cmd_bench, cmd_derive
 from chunkproof.derivations.loader import InputError, from_file, resolve
 # constants only: the campaign imports torch and the kernels, which only `fuzz` pays for
 from chunkproof.fuzz import DEFAULT_SAVE
@@ -282,6 +282,8 @@ def build_parser():
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.set_defaults(func=cmd_fuzz)
+    cmd_derive.add_parser(sub)
+    cmd_bench.add_parser(sub)
     return ap
 
 

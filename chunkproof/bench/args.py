@@ -51,6 +51,23 @@ def shape(text, names="B,T,H,D"):
     return dims
 
 
+def shapes(text):
+    """'4x4096x16x128,8x2048x16x64' -> [(4, 4096, 16, 128), (8, 2048, 16, 64)], each
+    B x T x H x D; repeats dropped, order kept."""
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        try:
+            dims = tuple(int(x) for x in item.lower().split("x"))
+        except ValueError:
+            dims = ()
+        if len(dims) != 4 or any(d < 1 for d in dims):
+            raise ValueError(f"shape {item!r} is not BxTxHxD (four positive integers joined by x, "
+                             f"shapes separated by commas, e.g. 4x4096x16x128,8x2048x16x64)")
+        out.append(dims)
+    return list(dict.fromkeys(out))
+
+
 def dtype(name):
     if name not in DTYPES:
         raise ValueError(f"unknown dtype {name!r}; choose from {', '.join(DTYPES)}")

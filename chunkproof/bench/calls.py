@@ -18,8 +18,14 @@ def forward(fn, inputs, h0=None, scale=None):
 
 def fwd_bwd(fn, inputs, h0, do, dht, scale=None):
     """(o, {name: gradient}) with gradients for every input and 'initial_state'."""
+    o, _, grads = fwd_bwd_state(fn, inputs, h0, do, dht, scale)
+    return o, grads
+
+
+def fwd_bwd_state(fn, inputs, h0, do, dht, scale=None):
+    """(o, final state, {name: gradient}): fwd_bwd's, with the final state kept."""
     leaves = [x.detach().requires_grad_() for x in inputs.values()] + [h0.detach().requires_grad_()]
     with torch.enable_grad():
         o, ht = fn(*leaves[:-1], scale=scale, initial_state=leaves[-1], output_final_state=True)
         grads = torch.autograd.grad([o, ht], leaves, [do, dht])
-    return o, dict(zip(list(inputs) + ["initial_state"], grads))
+    return o.detach(), ht.detach(), dict(zip(list(inputs) + ["initial_state"], grads))

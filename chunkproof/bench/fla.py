@@ -81,3 +81,61 @@ def backend(variant, args=(), kwargs=None):
         return "triton (no registered backend usable or accepting the call)"
     except Exception as e:  # noqa: BLE001
         return f"not determined ({type(e).__name__}: {e})"[:120]
+
+
+class DispatchLog:
+    """Which backends FLA's dispatch ran inside the block, read from what FLA logs (0.5+:
+    "[FLA Backend] op.fn -> backend", at INFO on the 'fla.backends' logger, once per
+    process and key: the keys are forgotten on entry so that every block reports its
+    own).  `path()` after the block: 'triton' when no other backend ran."""
+
+    PREFIX = "[FLA Backend] "
+
+    def __init__(self):
+        self.ran, self.rejected = [], []
+
+    def emit(self, record):     # a logging.Handler's method, called by the logger
+        msg = record.getMessage()
+        if not msg.startswith(self.PREFIX):
+            return
+        where, _, rest = msg[len(self.PREFIX):].partition(" -> ")
+        backend, _, reason = rest.partition(" rejected: ")
+        (self.rejected if reason else self.ran).append(f"{backend.strip()} ({where.strip()})")
+
+    def __enter__(self):
+        import logging
+        self._forget()
+        self._handler = logging.Handler(logging.INFO)
+        self._handler.emit = self.emit
+        self._logger = logging.getLogger("fla.backends")
+        self._level = self._logger.level
+        self._logger.setLevel(logging.INFO)
+        self._logger.addHandler(self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        self._logger.removeHandler(self._handler)
+        self._logger.setLevel(self._level)
+        return False
+
+    @staticmethod
+    def _forget():
+        try:    # private to FLA: a version without these simply logs less
+            mod = importlib.import_module("fla.backends")
+        except ImportError:
+            return
+        for name in ("_operation_registries", "_function_registries"):
+            for reg in list(getattr(mod, name, {}).values()):
+                if isinstance(getattr(reg, "_logged", None), set):
+                    reg._logged.clear()
+
+    def path(self):
+        if os.environ.get("FLA_DISABLE_BACKEND_DISPATCH") == "1":
+            return "triton (FLA_DISABLE_BACKEND_DISPATCH=1)"
+        if importlib.util.find_spec("fla.backends") is None:
+            return "triton (FLA < 0.5: no dispatch)"
+        ran = ", ".join(dict.fromkeys(self.ran))
+        out = ran or "triton"
+        if self.rejected:
+            out += "; declined: " + ", ".join(dict.fromkeys(self.rejected))
+        return out[:200]

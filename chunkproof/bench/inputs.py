@@ -82,3 +82,28 @@ def first_steps(tensors, t):
     """Every batch and head, the first t steps (contiguous copies).  FLA's autotune keys
     hold B and H but not T, so a slice reuses the configs autotuned at the full shape."""
     return {n: x[:, :t].contiguous() for n, x in tensors.items()}
+
+
+KNOWN = ("gla", "gated_delta_rule", "kda", "dplr_delta_rule")
+
+
+def bench_inputs(variant, B, T, H, D, dtype=torch.bfloat16, gate_dtype=torch.float32, device="cpu", seed=0):
+    """fla_inputs for the variants it knows; for another generated variant, a draw from
+    its module's ARGS kinds in the same conventions (unit keys, log-sigmoid gates clamped
+    to >= -5, sigmoid per-head values), K = V = D."""
+    if variant in KNOWN:
+        return fla_inputs(variant, B, T, H, D, dtype, gate_dtype, device, seed)
+    from chunkproof.fuzz.cases import module
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    shapes = {"k": (B, T, H, D), "v": (B, T, H, D), "gate_k": (B, T, H, D), "gate_h": (B, T, H), "head": (B, T, H)}
+    out = {}
+    for name, kind in module(variant).ARGS:
+        x = torch.randn(*shapes[kind], generator=gen, dtype=torch.float32)
+        if kind == "k":
+            x = F.normalize(x, p=2, dim=-1)
+        elif kind in ("gate_k", "gate_h"):
+            x = F.logsigmoid(x).clamp_min(-5)
+        elif kind == "head":
+            x = torch.sigmoid(x)
+        out[name] = x.to(gate_dtype if kind.startswith("gate") else dtype).to(device)
+    return out

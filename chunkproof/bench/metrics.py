@@ -52,3 +52,16 @@ def forward_bytes(inputs, h0=None):
     B, _, H, V = v.shape
     K = inputs["q"].shape[-1]
     return sum(nbytes(t) for t in inputs.values()) + nbytes(v) + B * H * K * V * 4 + (nbytes(h0) if h0 is not None else 0)
+
+
+def fwd_bwd_bytes(inputs, h0):
+    """The fewest bytes a forward then a backward move as two calls: the forward's, then
+    the backward reading every input, h0, dO and dS_T once and writing one gradient per
+    input and h0 (each its input's size and dtype).  Nothing the forward could keep for the
+    backward is counted: a floor, not a model of either implementation."""
+    v = inputs["v"]
+    B, _, H, V = v.shape
+    K = inputs["q"].shape[-1]
+    ins = sum(nbytes(t) for t in inputs.values()) + nbytes(h0)
+    cotangents = nbytes(v) + B * H * K * V * 4
+    return forward_bytes(inputs, h0) + 2 * ins + cotangents

@@ -69,3 +69,18 @@ def kernel_times(call, iters):
         if us > 0:
             rows[evt.key] = (evt.count / iters, us / iters)
     return rows
+
+
+def copy_bandwidth(nbytes=1 << 30):
+    """Bytes per second of a device-to-device copy of `nbytes` (read + write counted),
+    do_bench's median: the memory floor's bandwidth as measured here, not as specified."""
+    ms = _copy_ms(nbytes)
+    torch.cuda.empty_cache()     # the two buffers are gone once _copy_ms returns
+    return 2 * nbytes / (ms * 1e-3)
+
+
+def _copy_ms(nbytes):
+    import triton.testing
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").fill_(1.0)
+    dst = torch.empty_like(src)
+    return triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
