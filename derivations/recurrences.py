@@ -38,6 +38,8 @@ scale_p = param("scale", tex=r"\tau", kind="beta")
 u_p = param("u", "Dk", "1", r"\boldsymbol{u}")
 g = Var("g", "Dk", "1", r"\boldsymbol{g}_t")
 LOG_GATE_VEC = Input("G", "g", "Dk", "loggate", r"\mathbf{G}", r"\boldsymbol{g}")
+g_s = Var("g", "1", "1", r"g_t")
+LOG_GATE_SCALAR = Input("G", "g", "1", "loggate", r"\boldsymbol{g}", r"g")
 
 
 def linear_attention():
@@ -121,6 +123,13 @@ def gla_log():
     S_t = S_{t-1} Diag(exp(g_t)) + v_t k_t^T."""
     return _rec("gla_log", QKV + [LOG_GATE_VEC], S_PREV @ diag(Exp(g)) + v @ k.T,
                 r"\mathbf{S}_t = \mathbf{S}_{t-1}\text{Diag}(\exp \boldsymbol{g}_t) + \boldsymbol{v}_t \boldsymbol{k}_t^\top")
+
+
+def simple_gla():
+    """One log-space gate per step, g_t = log alpha_t (Mamba2 / SSD as kernels take it),
+    S_t = exp(g_t) S_{t-1} + v_t k_t^T."""
+    return _rec("simple_gla", QKV + [LOG_GATE_SCALAR], Scale(Exp(g_s), S_PREV) + v @ k.T,
+                r"\mathbf{S}_t = \exp(g_t) \mathbf{S}_{t-1} + \boldsymbol{v}_t \boldsymbol{k}_t^\top")
 
 
 def rwkv6():

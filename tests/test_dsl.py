@@ -37,7 +37,7 @@ def test_parameter_gradients_summed_over_chunks():
     m = fresh("retnet")
     d = m.DERIVATION
     claim = next(c for c in d.claims if c.id == "retnet.dgamma")
-    assert claim.kind == "identity" and "summed" in claim.citation.what
+    assert claim.kind == "adjoint" and "summed" in claim.citation.what
     assert verdict(d, "retnet.dtau", floats=True) == "holds"
     nb = Notebook(d, "slips").section("parameters")
     nb.adjoint("slip.dtau", "x", adj(m.tau), sum_blocks(Inner(DO, m.O)), "retnet_chunk")    # O for O^u
@@ -159,7 +159,9 @@ def test_shift_in_a_program_is_refused_clearly():
     P.define("O", tile("Q", "C", "Dk") @ S_PREV.T + tril(tile("Q", "C", "Dk") @ K.T) @ V)
     d.add_program(P)
     nb = Notebook(d, "x").section("s")
-    nb.identity("x.dK", "x", adj(K), adj(K), "p", blocks="not_last")
+    # through S only: an input's whole adjoint goes through the recurrence, its part
+    # through one definition through the program's reverse mode, which meets the Shift
+    nb.identity("x.dK", "x", adj(K, via=("S",)), adj(K, via=("S",)), "p", blocks="not_last")
     r = check(d, d.claims[0], floats=False, diagnose=False)
     assert r.verdict == "error" and "reads another chunk" in r.message
 
