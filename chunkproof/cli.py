@@ -79,7 +79,8 @@ def cmd_report(args):
     validate_sizes(derivs, size_sets(), args.claim)
     progress = None if args.quiet else _Progress()
     results, secs = run_checks(derivs, args.claim, args.jobs, not args.no_float,
-                               not args.no_diagnose, args.seed, on_result=progress)
+                               not args.no_diagnose, args.seed, on_result=progress,
+                               suggest=not args.no_suggest)
     if not results:
         if progress is not None and progress.tty:
             sys.stderr.write("\r\033[K")
@@ -141,6 +142,9 @@ def _add_report_args(p):
     p.add_argument("--no-float", action="store_true", help="skip the float64 level")
     p.add_argument("--no-diagnose", action="store_true",
                    help="skip smallest-size search and sympy residuals for failures")
+    p.add_argument("--no-suggest", action="store_true",
+                   help="skip the repair search (a verified one-edit fix for each claim that "
+                        "does not hold)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
 

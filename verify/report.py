@@ -66,7 +66,43 @@ def to_record(r: Result) -> dict:
         float64_rel_error=r.float_error,
         coverage=None if _coverage(r) is None else _coverage(r).record(),
         seconds=round(r.seconds, 4),
+        **suggestion_record(r),
     )
+
+
+# ---------------------------------------------------------------- repair suggestions
+
+def suggestion_record(r: Result) -> dict:
+    """The repair search's answer (repair.py): None throughout for a claim that holds
+    or was not searched (--no-suggest)."""
+    searched = bool(r.suggestion or r.suggestion_note)
+    return OrderedDict(
+        suggestion=r.suggestion or None,
+        suggestion_verified=r.suggestion_verified if searched else None,
+        edit=r.edit or None,
+        residual_named=r.suggestion_residual or None,
+        suggestion_note=r.suggestion_note or None,
+        suggestion_seconds=round(r.suggestion_seconds, 4) if searched else None,
+    )
+
+
+VERIFIED = "verified"
+
+
+def suggestion_lines(r: Result) -> List[str]:
+    """'suggested: LaTeX  [verified]', the edit and the residual in named tiles, or
+    the plain statement that none was found; nothing for a claim not searched."""
+    if r.suggestion:
+        out = [f"suggested: {r.suggestion}  [{VERIFIED if r.suggestion_verified else 'not verified'}]"]
+        if r.edit:
+            out.append(f"edit:      {r.edit}")
+        if r.suggestion_residual:
+            out.append(f"residual in named tiles: {r.suggestion_residual}")
+        if r.suggestion_note:
+            out.append(f"search:    {r.suggestion_note}")
+        return out
+    # the note says it plainly: 'none for this line: ...', 'no single edit makes ...'
+    return [f"suggested: {r.suggestion_note}"] if r.suggestion_note else []
 
 
 def _coverage(r: Result):
@@ -230,6 +266,7 @@ def render_table(results: List[Result], seconds: float, show: str = "failing", w
             cut = (lambda s: s) if r.verdict != "holds" else (lambda s: _short(s, width))
             lines.append(f"       note:     {cut(note_latex(r)) or NO_NOTE_LINE}")
             lines.append(f"       checked:  {cut(formula_latex(r))}")
+            lines += [f"       {x}" for x in suggestion_lines(r)]
             lines.append(f"       evidence: {'; '.join(r.evidence)}")
             for d in _details(r):
                 lines.append(f"       {d}")
@@ -263,6 +300,17 @@ def inline_tex(tex: str) -> str:
     return " ".join("".join(out).split())
 
 
+def _md_suggestion(r: Result) -> str:
+    if r.suggestion:
+        out = f"${_md(inline_tex(r.suggestion))}$ **{VERIFIED if r.suggestion_verified else 'not verified'}**"
+        if r.edit:
+            out += f" ({_md(r.edit)})"
+        if r.suggestion_residual:
+            out += f"; residual: ${_md(inline_tex(r.suggestion_residual))}$"
+        return out
+    return _md(r.suggestion_note) if r.suggestion_note else ""
+
+
 def render_markdown(results: List[Result], seconds: float, show: str = "all") -> str:
     lines = ["# chunkproof report", "", f"**{count_line(results, seconds)}**"]
     cl = corrections_line(results)
@@ -281,13 +329,15 @@ def render_markdown(results: List[Result], seconds: float, show: str = "all") ->
     shown = _selected(results, show)
     for (note, deriv), rs in _group(shown).items():
         lines += ["", f"## {note} ({variant_name(deriv)})", "",
-                  "| claim | citation | note (LaTeX) | checked (printed from the IR) | verdict | evidence | details |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| claim | citation | note (LaTeX) | checked (printed from the IR) | suggested fix | "
+                  "verdict | evidence | details |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in rs:
             c = r.claim
             nt = note_latex(r)
             nt = f"${_md(inline_tex(nt))}$" if nt else NO_NOTE_LINE
             lines.append(f"| `{c.id}` | {_md(str(c.citation))} | {nt} | ${_md(inline_tex(formula_latex(r)))}$ | "
+                         f"{_md_suggestion(r)} | "
                          f"**{r.verdict}** | {_md('; '.join(r.evidence))} | {_md(' / '.join(_details(r)))} |")
     hidden = len(results) - len(shown)
     if hidden:

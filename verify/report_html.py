@@ -16,8 +16,8 @@ from typing import List
 from chunkproof.derivations.loader import variant_name
 from .levels import Result
 from .coverage import summary_line as coverage_line
-from .report import (NO_NOTE_LINE, _correction_of, _coverage, _group, _n, count_line, corrections_line,
-                     formula_latex, note_latex, summary)
+from .report import (NO_NOTE_LINE, VERIFIED, _correction_of, _coverage, _group, _n, count_line,
+                     corrections_line, formula_latex, note_latex, summary)
 
 KATEX = resources.files("chunkproof.verify") / "html" / "katex"
 # the page may run its own inline script and style and read fonts from data: URLs;
@@ -81,6 +81,31 @@ def _entries_table(r: Result) -> str:
             f'<th>formula</th></tr></thead><tbody>{rows}</tbody></table>')
 
 
+def _suggestion_figure(r: Result) -> str:
+    """The repair search's suggested line beside the two formulas.  Its math has a
+    class of its own (rendered by SUGGESTION_RENDER), so that a card still has one
+    note and one checked formula."""
+    if not r.suggestion:
+        return ""
+    word = VERIFIED if r.suggestion_verified else "not verified"
+    return (f'<figure class="suggestion"><figcaption>suggested fix <span class="sugg-mark">{word}</span>'
+            f'</figcaption><div class="sugg-math" data-tex="{_e(r.suggestion)}">{_e(r.suggestion)}</div>'
+            '</figure>')
+
+
+def _suggestion_rows(r: Result) -> List[str]:
+    out = []
+    if r.edit:
+        out.append(f"<dt>edit</dt><dd>{_e(r.edit)}</dd>")
+    if r.suggestion_residual:
+        out.append('<dt>residual in named tiles</dt><dd><div class="sugg-math" '
+                   f'data-tex="{_e(r.suggestion_residual)}">{_e(r.suggestion_residual)}</div></dd>')
+    if r.suggestion_note:
+        label = "repair search" if r.suggestion else "suggested fix"
+        out.append(f"<dt>{label}</dt><dd>{_e(r.suggestion_note)}</dd>")
+    return out
+
+
 def _card(i: int, r: Result, fixes: dict, by_id: dict) -> str:
     c = r.claim
     out = [f'<article class="claim {_e(r.verdict)}" id="c{i}" data-claim="{_e(c.id)}" '
@@ -103,7 +128,7 @@ def _card(i: int, r: Result, fixes: dict, by_id: dict) -> str:
     out.append('<div class="formulas">'
                f'<figure><figcaption>{note_caption}</figcaption>{_math(note_latex(r), "note")}</figure>'
                f'<figure><figcaption>checked (printed from the IR)</figcaption>'
-               f'{_math(formula_latex(r), "checked")}</figure></div>')
+               f'{_math(formula_latex(r), "checked")}</figure>{_suggestion_figure(r)}</div>')
     dl = [f"<dt>evidence</dt><dd><ul>{''.join(f'<li>{_e(ev)}</li>' for ev in r.evidence)}</ul></dd>"]
     if r.float_error is not None:
         dl.append(f"<dt>float64 rel. error</dt><dd>{r.float_error:.1e}</dd>")
@@ -117,6 +142,7 @@ def _card(i: int, r: Result, fixes: dict, by_id: dict) -> str:
                   f'<p class="small">GF(2<sup>31</sup>&minus;1) values, centred</p></dd>')
     if r.residual:
         dl.append(f'<dt>residual</dt><dd><pre class="residual">{_e(r.residual)}</pre></dd>')
+    dl += _suggestion_rows(r)
     if c.assume:
         dl.append(f"<dt>assumes</dt><dd>{_e(', '.join(c.assume))}</dd>")
     if _coverage(r) is not None:
@@ -178,6 +204,28 @@ pre.residual { margin: 0; white-space: pre-wrap; word-break: break-all; max-heig
 label.toggle { margin: 16px 0 0; }
 #hide-holding:checked ~ main #holding { display: none; }
 @media (max-width: 900px) { .formulas { grid-template-columns: 1fr; } }
+figure.suggestion { grid-column: 1 / -1; background: #eef6ef; }
+.sugg-mark { background: var(--ok); color: #fff; border-radius: 4px; padding: 0 5px; text-transform: none; }
+.sugg-math { overflow-x: auto; overflow-y: hidden; font-family: ui-monospace, monospace; font-size: 14px; }
+"""
+
+# The suggested lines and residuals, rendered like the formulas; a failure is shown
+# and marked the same way (class math-failed), but they are not counted with them.
+SUGGESTION_RENDER = """
+(function () {
+  "use strict";
+  document.querySelectorAll(".sugg-math[data-tex]").forEach(function (el) {
+    var source = el.textContent;
+    try {
+      katex.render(el.getAttribute("data-tex"), el,
+                   {displayMode: true, throwOnError: true, strict: "ignore", trust: false});
+    } catch (e) {
+      el.textContent = source;
+      el.classList.add("math-failed");
+      el.setAttribute("data-error", String(e && e.message || e));
+    }
+  });
+})();
 """
 
 RENDER = """
@@ -317,5 +365,6 @@ def render_html(results: List[Result], seconds: float, show: str = "all") -> str
         "</div>",
         f"<script>{katex_js()}</script>",
         f"<script>{RENDER}</script>",
+        f"<script>{SUGGESTION_RENDER}</script>",
         "</body></html>",
     ])
