@@ -4,12 +4,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import warnings
 
-from chunkproof import __version__, cmd_bench, cmd_derive
+from chunkproof import __version__, cmd_bench, cmd_derive, cmd_fuzz
 from chunkproof.derivations.loader import InputError, from_file, resolve
-# constants only: the campaign imports torch and the kernels, which only `fuzz` pays for
-from chunkproof.fuzz import DEFAULT_SAVE
 
 EXIT_OK, EXIT_FAIL, EXIT_INPUT = 0, 1, 2
 
@@ -190,60 +187,6 @@ def cmd_gen(args):
     return EXIT_OK
 
 
-def cmd_fuzz(args):
-    """Property-based campaign of the generated kernels against the fp64 recurrence."""
-    # the cases import codegen and torch: only the commands that use them pay for them
-    import torch
-    from chunkproof.fuzz.campaign import Interrupted, run_campaign, save_failures, table
-    from chunkproof.fuzz.cases import VARIANTS
-    from chunkproof.fuzz.properties import PROPERTIES
-    names = []
-    for v in args.variant or ["all"]:
-        names += VARIANTS if v == "all" else [v]
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown:
-        raise InputError(f"unknown variant {unknown[0]!r} (variants: {', '.join(VARIANTS)}, or all)")
-    if args.examples < 1:
-        raise InputError(f"--examples must be at least 1, got {args.examples}")
-    if args.device == "cuda":
-        if not torch.cuda.is_available():
-            raise InputError("--device cuda: no CUDA device here (use --device cpu for Triton's interpreter)")
-        if os.environ.get("TRITON_INTERPRET") == "1":
-            raise InputError("--device cuda with TRITON_INTERPRET=1: unset it to run compiled kernels")
-    else:
-        # before triton is first imported: the kernels run under its interpreter
-        os.environ["TRITON_INTERPRET"] = "1"
-        # the interpreter evaluates every line of a kernel, including dense tiles the
-        # compiled kernel never forms (their stable forms are used instead), and numpy
-        # warns when those overflow; the properties judge the outputs, not the warnings
-        warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\.runtime\.interpreter")
-    props = args.property or list(PROPERTIES)
-    bad = [p for p in props if p not in PROPERTIES]
-    if bad:
-        raise InputError(f"unknown property {bad[0]!r} (properties: {', '.join(PROPERTIES)})")
-    names = list(dict.fromkeys(names))
-    interrupted = False
-    try:
-        cells = run_campaign(names, props, args.device, args.dtype, args.examples, args.seed, quiet=args.quiet)
-    except Interrupted as e:   # report and save what ran: a long campaign is not lost to Ctrl-C
-        cells, interrupted = e.cells, True
-    text = table(cells, args.device, args.dtype, args.examples, args.seed)
-    if interrupted:
-        text += "\n(interrupted: the table holds the examples that ran)\n"
-    sys.stdout.write(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    nfail = sum(c.failures for c in cells.values())
-    if nfail and not args.no_save:
-        n = save_failures(args.save, cells)
-        sys.stderr.write(f"chunkproof fuzz: {n} new failing seeds saved to {args.save} "
-                         f"(tests/test_fuzz.py replays tests/fuzz_failures.json)\n")
-    if interrupted:
-        return 130
-    return EXIT_FAIL if nfail else EXIT_OK
-
-
 def build_parser():
     ap = argparse.ArgumentParser(prog="chunkproof", description=(
         "Check chunkwise linear-attention derivations exactly against their recurrences."))
@@ -268,24 +211,7 @@ def build_parser():
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.set_defaults(func=cmd_gen)
-    p = sub.add_parser("fuzz", help="property-based campaign of the generated kernels against the fp64 recurrence")
-    p.add_argument("--variant", action="append", default=[],
-                   help="gla, gated_delta_rule, kda, dplr_delta_rule or all (default all; repeatable)")
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
-                   help="cpu: Triton's interpreter at small shapes; cuda: compiled kernels at real shapes")
-    p.add_argument("--examples", type=int, default=10, help="examples per (property, variant) (default 10)")
-    p.add_argument("--seed", type=int, default=0, help="first seed (examples use seed, seed+1, ...)")
-    p.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
-    p.add_argument("--property", action="append", default=[],
-                   help="only this property (repeatable): matches_fp64, extreme_gates, causality, "
-                        "split_sequence, poisoned_outputs")
-    p.add_argument("--save", default=DEFAULT_SAVE, help=f"failing seeds are merged into this JSON file "
-                                                         f"(default {DEFAULT_SAVE}, which the test suite replays)")
-    p.add_argument("--no-save", action="store_true", help="do not save failing seeds")
-    p.add_argument("--out", help="also write the table to this file")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
-    p.set_defaults(func=cmd_fuzz)
+    cmd_fuzz.add_parser(sub)
     cmd_derive.add_parser(sub)
     cmd_bench.add_parser(sub)
     return ap

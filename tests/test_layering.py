@@ -14,7 +14,8 @@ tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Py
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAYERS = [["chunkproof.derivations"], ["chunkproof.verify"], ["chunkproof.codegen"],
           ["chunkproof.kernels"], ["chunkproof.fuzz", "chunkproof.bench"],
-          ["chunkproof.cli", "chunkproof.__main__", "chunkproof.cmd_bench", "chunkproof.cmd_derive"]]
+          ["chunkproof.cli", "chunkproof.__main__", "chunkproof.cmd_bench", "chunkproof.cmd_derive",
+           "chunkproof.cmd_fuzz"]]
 
 
 def _package_dirs():

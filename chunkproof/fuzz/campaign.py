@@ -1,67 +1,77 @@
-"""`chunkproof fuzz`: run the properties over many seeds, print a table (property x
-variant: examples, failures, worst error), save the failing seeds for the test suite
-(tests/test_fuzz.py replays tests/fuzz_failures.json)."""
+"""`chunkproof fuzz`: a Hypothesis search per (property, variant), a table (property x
+variant: examples, failures, worst error), the shrunk failures saved twice: in
+Hypothesis's example database (which the tests replay through the same keys) and as
+readable pins in tests/fuzz_failures.json (which the tests replay without Hypothesis).
+docs/fuzz.md has the design."""
 from __future__ import annotations
 
-import json
 import math
 import os
+import random
 import sys
 import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from . import DEFAULT_SAVE
-from .properties import PROPERTIES, draw
+from .example import Example
+from .pins import save_failures
+from .properties import PROPERTIES
+from .search import CAMPAIGN_PHASES, database_key, search
+from .strategies import examples as example_strategy
 
 
 @dataclass
 class Cell:
-    examples: int = 0
-    failures: int = 0
+    examples: int = 0         # generated (or replayed) until the first failure
+    shrinks: int = 0          # examples run while shrinking it
+    failures: int = 0         # 0 or 1: the search stops at its first failure and shrinks it
     worst: float = 0.0
     tol: Optional[float] = None
     seconds: float = 0.0
     failed: List[dict] = field(default_factory=list)
 
 
-def check(variant, prop, seed, device, dtype):
+def _kind(err, detail):
+    # shrinking keeps to the kind of failure it started from, so that a tolerance failure
+    # does not "shrink" into an unrelated crash
+    if detail.startswith("raised "):
+        return detail.split(":")[0]
+    return "non-finite" if not math.isfinite(err) else "over tolerance"
+
+
+def check(ex: Example):
     """Run one example; (ok, error, tolerance, record)."""
-    ex = draw(variant, prop, seed, device, dtype)
     try:
-        err, tol, detail = PROPERTIES[prop](ex)
+        err, tol, detail = PROPERTIES[ex.prop](ex)
     except Exception as e:  # a crash is a finding, not the end of the campaign
         err, tol = math.inf, 0.0
         detail = f"raised {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         if os.environ.get("CHUNKPROOF_FUZZ_DEBUG"):
             traceback.print_exc()
     ok = math.isfinite(err) and err <= tol
-    rec = dict(variant=variant, property=prop, seed=seed, device=device, dtype=dtype,
-               error=err if math.isfinite(err) else "inf", tolerance=tol, example=ex.describe(), detail=detail)
+    rec = dict(variant=ex.variant, property=ex.prop, device=ex.device, dtype=ex.dtype,
+               example=ex.describe(), error=err if math.isfinite(err) else "inf", tolerance=tol,
+               detail=detail, kind=None if ok else _kind(err, detail))
     return ok, err, tol, rec
 
 
 class Progress:
-    def __init__(self, total, quiet):
-        self.total, self.done, self.quiet = total, 0, quiet
+    """One line on stderr: redrawn on a terminal, one per finished cell elsewhere."""
+
+    def __init__(self, ncells, quiet):
+        self.ncells, self.cell, self.quiet = ncells, 0, quiet
         self.tty = sys.stderr.isatty()
         self.t0 = time.time()
+        self.failing = 0
 
-    def step(self, label, failures):
-        self.done += 1
-        if self.quiet:
+    def show(self, label, cell: Cell, limit, done=False):
+        if self.quiet or not (self.tty or done):
             return
-        width = 24
-        fill = int(width * self.done / max(1, self.total))
-        line = (f"[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} {label}"
-                f" ({failures} failing, {time.time() - self.t0:.0f} s)")
-        if self.tty:
-            sys.stderr.write("\r" + line.ljust(100))
-            if self.done == self.total:
-                sys.stderr.write("\n")
-        elif self.done == self.total or self.done % max(1, self.total // 20) == 0:
-            sys.stderr.write(line + "\n")
+        what = f"shrinking, step {cell.shrinks}" if cell.failures else f"example {cell.examples}/{limit}"
+        line = (f"[{self.cell}/{self.ncells}] {label}: {what} "
+                f"({self.failing + cell.failures} failing, {time.time() - self.t0:.0f} s)")
+        sys.stderr.write(("\r" + line.ljust(100) + ("\n" if done else "")) if self.tty else line + "\n")
         sys.stderr.flush()
 
 
@@ -73,26 +83,61 @@ class Interrupted(Exception):
         self.cells = cells
 
 
-def run_campaign(variants, props, device, dtype, examples, seed, quiet=False) -> Dict[tuple, Cell]:
+def run_cell(cell: Cell, variant, prop, device, dtype, examples, seed, database, on_step=lambda: None):
+    """Fill `cell` from one search.  A KeyboardInterrupt leaves in it what ran, the
+    smallest failure so far included, and propagates."""
+    last, memo = {}, {}
+
+    def attempt(ex):
+        # Hypothesis reruns an example it has seen (the first failure as shrinking starts,
+        # the shrunk one at the end); every example is deterministic, so once is enough
+        t = time.time()
+        if ex not in memo:
+            memo[ex] = check(ex)
+        ok, err, tol, rec = memo[ex]
+        cell.seconds += time.time() - t
+        cell.tol = tol if cell.tol is None else max(cell.tol, tol)
+        cell.worst = max(cell.worst, err)
+        if cell.failures:
+            cell.shrinks += 1
+        else:
+            cell.examples += 1
+        # Hypothesis only keeps a failure it can shrink within the same kind
+        hit = not ok and last.get("kind", rec["kind"]) == rec["kind"]
+        if hit:
+            last.update(rec, kind=rec["kind"], replay=ex.replay_command())
+            cell.failures = 1
+        on_step()
+        return hit
+
+    rng = random.Random(f"{seed}/{variant}/{prop}/{device}/{dtype}")
+    try:
+        search(example_strategy(variant, prop, device, dtype), attempt, key=database_key(variant, prop, device, dtype),
+               database=database, max_examples=examples, seed=rng.getrandbits(64), phases=CAMPAIGN_PHASES)
+    except KeyboardInterrupt:
+        if last:
+            cell.failed = [dict(last, shrunk="interrupted while shrinking: the smallest failure so far")]
+        raise
+    except Exception as e:   # Hypothesis's own complaint (a flaky replay): keep what it found
+        if not last:
+            raise
+        last["detail"] += f" (Hypothesis: {type(e).__name__})"
+    if last:
+        cell.failed = [dict(last, shrunk=f"shrunk in {cell.shrinks} step{'s' if cell.shrinks != 1 else ''}")]
+
+
+def run_campaign(variants, props, device, dtype, examples, seed, database=None, quiet=False) -> Dict[tuple, Cell]:
     cells: Dict[tuple, Cell] = {}
-    prog = Progress(len(variants) * len(props) * examples, quiet)
-    nfail = 0
+    prog = Progress(len(variants) * len(props), quiet)
     try:
         for v in variants:
             for p in props:
+                prog.cell += 1
                 cell = cells.setdefault((p, v), Cell())
-                for i in range(examples):
-                    t = time.time()
-                    ok, err, tol, rec = check(v, p, seed + i, device, dtype)
-                    cell.seconds += time.time() - t
-                    cell.examples += 1
-                    cell.tol = tol
-                    cell.worst = max(cell.worst, err)
-                    if not ok:
-                        cell.failures += 1
-                        cell.failed.append(rec)
-                        nfail += 1
-                    prog.step(f"{v} {p} seed {seed + i}", nfail)
+                run_cell(cell, v, p, device, dtype, examples, seed, database,
+                         on_step=lambda: prog.show(f"{v} {p}", cell, examples))
+                prog.show(f"{v} {p}", cell, examples, done=True)
+                prog.failing += cell.failures
     except KeyboardInterrupt:
         if not quiet:
             sys.stderr.write("\n")
@@ -108,41 +153,22 @@ def _fmt(x):
     return "0" if x == 0 else f"{x:.1e}"
 
 
-def table(cells, device, dtype, examples, seed) -> str:
-    lines = [f"fuzz campaign: device {device}, {dtype}, {examples} examples per cell, seeds {seed}..{seed + examples - 1}",
+def table(cells, device, dtype, examples, seed, database_path=None, title=None) -> str:
+    db = f"; database {database_path}" if database_path else "; no database"
+    lines = [title or f"fuzz campaign: device {device}, {dtype}, up to {examples} examples per cell "
+                      f"(Hypothesis, seed {seed}{db})",
              "", "| property | variant | examples | failures | worst error | tolerance | seconds |",
              "|---|---|---|---|---|---|---|"]
     for (p, v), c in cells.items():
-        lines.append(f"| {p} | {v} | {c.examples} | {c.failures} | {_fmt(c.worst)} | {_fmt(c.tol)} | {c.seconds:.0f} |")
+        lines.append(f"| {p} | {v} | {c.examples} | {c.failures} | {_fmt(c.worst)} | {_fmt(c.tol)} "
+                     f"| {c.seconds:.0f} |")
     fails = [r for c in cells.values() for r in c.failed]
     if fails:
-        lines += ["", "Failing examples (replay: `chunkproof fuzz --variant V --property P --seed S --examples 1`):", ""]
-        for r in fails[:30]:
-            lines.append(f"- {r['variant']} {r['property']} seed {r['seed']}: {r['example']}: {r['detail']}")
-        if len(fails) > 30:
-            lines.append(f"- ... and {len(fails) - 30} more (all saved)")
+        lines += ["", "Failing examples, shrunk (the smallest shape and regime that still fail):", ""]
+        for r in fails:
+            lines.append(f"- {r['variant']} {r['property']}: {r['example']} ({r['shrunk']}): {r['detail']}")
+            lines.append(f"  replay: `{r['replay']}`")
     return "\n".join(lines) + "\n"
 
 
-def save_failures(path, cells) -> int:
-    """Merge this campaign's failures into the JSON list at `path` (written atomically);
-    returns the number of new entries."""
-    old = []
-    if os.path.exists(path):
-        with open(path) as f:
-            old = json.load(f)
-    key = lambda r: (r["variant"], r["property"], r["seed"], r["device"], r["dtype"])  # noqa: E731
-    have = {key(r) for r in old}
-    new = [r for c in cells.values() for r in c.failed if key(r) not in have]
-    if not new:
-        return 0
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(old + new, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
-    return len(new)
-
-
-__all__ = ["run_campaign", "table", "save_failures", "check", "DEFAULT_SAVE", "Cell", "Interrupted"]
+__all__ = ["run_campaign", "run_cell", "table", "save_failures", "check", "Cell", "Interrupted"]
