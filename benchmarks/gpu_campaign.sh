@@ -64,7 +64,7 @@ SIDE=$([ "$NGPU" -lt 2 ] && echo 0 || echo 1)
     # cut at the deadline still reports every variant's tests so far
     for v in ${VARIANTS:-gla gated_delta_rule kda dplr_delta_rule}; do
         [ "${GPU_TESTS:-1}" = 0 ] && continue
-        timeout -k 10 "$(( $(left) - 20 ))" python3 -m pytest -m gpu -k "$v" -v --tb=short -p no:cacheprovider tests \
+        timeout -k 10 "$(( $(left) - 20 ))" python3 -m pytest -o addopts= -m gpu -k "$v" -v --tb=short -p no:cacheprovider tests \
             > "$R/gpu_tests_$v.log" 2>&1 &
     done
     wait

@@ -10,7 +10,8 @@
 # forward + backward.  VARIANTS (or FWDBWD_VARIANTS): which, default all four.  Each
 # variant's process is bounded by `timeout`: VARIANT_TIMEOUT seconds if set (JOB=fwdbwd:
 # default 130), else a fair share of what is left of BENCH_TIMEOUT (default 400 s).  Then
-# `pytest -m gpu` (TEST_TIMEOUT, default 110 s).  SKIP_TESTS=1 skips the tests.
+# `pytest -m gpu` (TEST_TIMEOUT, default 110 s; `-o addopts=`: one process, without the
+# suite's xdist workers, which the GPU machine has no plugin for).  SKIP_TESTS=1 skips the tests.
 # Sized for one ~9-minute call (about 15 s of setup).
 #
 # Needs .whl/ (git-ignored, carried with the run; fetch it here first with
@@ -118,7 +119,7 @@ echo "benchmark exit status: $bench_rc (at $((SECONDS - T0)) s)"
 test_rc=0
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
     echo "== pytest -m gpu (limit ${TEST_TIMEOUT} s)"
-    timeout -k 10 "$TEST_TIMEOUT" python3 -m pytest -m gpu -v --durations=15 -p no:cacheprovider tests 2>&1 \
+    timeout -k 10 "$TEST_TIMEOUT" python3 -m pytest -o addopts= -m gpu -v --durations=15 -p no:cacheprovider tests 2>&1 \
         | tee "$OUT/gpu_tests.log"
     test_rc=$?
     if [ "$test_rc" -eq 5 ]; then

@@ -1,6 +1,8 @@
 """The backward's first generated stage: the reverse scan over chunks (delta S), printed
 from each variant's verified delta S_[t-1] claim.  Its last value is the initial state's
 gradient, checked against autograd of the fp64 recurrence."""
+import functools
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -122,27 +124,40 @@ def test_public_function_is_differentiable(name, seed, bucket, with_final):
         assert err <= tol, f"{name} {bucket} seed={seed}: d{n} rel RMS {err:.2e}"
 
 
-@pytest.mark.parametrize("name", VARIANTS)
+KEPT_SIZES = (1, 45, 2, 16, 24)
+
+
+@functools.lru_cache(maxsize=None)
+def _kept_case(name):
+    """Inputs, cotangents, the kept chunk states' shape and the recomputing _backward's
+    gradients: the same for keep_forward on and off (the pair shares an xdist group)."""
+    m = module(name)
+    B, T, H, K, V = KEPT_SIZES
+    args, _, state = make_inputs(name, B, T, H, K, V, seed=8, h0=True)
+    _, _, kept = m._forward(*args, K ** -0.5, state, True, keep=True)
+    gen_ = torch.Generator().manual_seed(9)
+    do, dht = torch.randn(B, T, H, V, generator=gen_), torch.randn(B, H, K, V, generator=gen_)
+    want = m._backward(*args, do, dht, K ** -0.5, initial_state=state)
+    return args, state, do, dht, kept.get("h", torch.empty(0)).shape, "h" in kept, want
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(f"kept_{n}")) for n in VARIANTS])
 @pytest.mark.parametrize("keep", [True, False])
 def test_kept_forward_tiles_give_the_same_gradients(name, keep):
     # TILING keep_forward: autograd's backward reads the forward's intra tiles and chunk
     # states instead of recomputing them.  Same kernels on the same tiles, so the
     # gradients are bit-identical to the recomputing _backward's
     m = module(name)
-    B, T, H, K, V = 1, 45, 2, 16, 24
-    args, _, state = make_inputs(name, B, T, H, K, V, seed=8, h0=True)
-    o, ht, kept = m._forward(*args, K ** -0.5, state, True, keep=True)
+    B, T, H, K, V = KEPT_SIZES
+    args, state, do, dht, h_shape, has_h, want = _kept_case(name)
     from chunkproof.kernels._runtime import effective_tiling
     BT = effective_tiling(m.TILING, torch.float32, K, V).BT
-    assert "h" in kept and kept["h"].shape[:2] == (B, -(-T // BT))
+    assert has_h and h_shape[:2] == (B, -(-T // BT))
     leaves = [a.clone().requires_grad_() for a in args]
     h0 = state.clone().requires_grad_()
-    gen_ = torch.Generator().manual_seed(9)
-    do, dht = torch.randn(B, T, H, V, generator=gen_), torch.randn(B, H, K, V, generator=gen_)
     with m.tiling_override(keep_forward=keep):
         o, ht = kernel(name)(*leaves, initial_state=h0, output_final_state=True)
         ((o * do).sum() + (ht * dht).sum()).backward()
-    want = m._backward(*args, do, dht, K ** -0.5, initial_state=state)
     for (n, _), leaf in zip(m.ARGS, leaves):
         assert torch.equal(leaf.grad, want[n]), n
     assert torch.equal(h0.grad, want["initial_state"])

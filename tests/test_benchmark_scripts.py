@@ -106,15 +106,14 @@ def test_vs_fla_smoke_fails_above_its_tolerance(bench_path, tmp_path):
     assert set(res["ours"]["err"]) == {"o", "final_state"} and "fwdbwd_ms" not in res["ours"]
 
 
-def test_vs_fla_tabulates_the_committed_json():
+def test_vs_fla_tabulates_the_committed_json(bench_path, capsys):
+    import vs_fla
     path = os.path.join(ROOT, "benchmarks", "results", "2026-11-30", "fwdbwd")
-    out = subprocess.run([sys.executable, "benchmarks/vs_fla.py", "--table", path], cwd=ROOT,
-                         capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert "| gla [defaults] | 1.012 |" in out.stdout
+    assert vs_fla.main(["--table", path]) == 0
+    assert "| gla [defaults] | 1.012 |" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("script, argv, message", [
+BAD_INPUT = [
     ("vs_fla.py", ["--variant", "nope", "--smoke"], "unknown variant 'nope'"),
     ("vs_fla.py", ["--variant", "gla", "--smoke", "--shape", "1,2,3"], "is not B,T,H,D"),
     ("vs_fla.py", ["--variant", "gla", "--smoke", "--set", "nope=1"], "'nope'"),
@@ -127,12 +126,35 @@ def test_vs_fla_tabulates_the_committed_json():
     ("compile_check.py", ["--variants", "gla", "--set", "nope=1"], "'nope'"),
     ("cpu_grad_accuracy.py", ["--variant", "gla", "--shape", "1,20,1,16"], "is not B,T,H,K,V"),
     ("compile_check.py", ["--variants", "gla,nope"], "unknown variant 'nope'"),
-])
-def test_bad_input_is_one_line_and_exit_code_2(script, argv, message):
+]
+
+
+def _error_lines(err):
+    return [ln for ln in err.splitlines() if "warn" not in ln.lower()]
+
+
+@pytest.mark.parametrize("script, argv, message", BAD_INPUT)
+def test_bad_input_is_one_line_and_exit_code_2(script, argv, message, bench_path, capsys):
+    # each script's main() in-process (a new interpreter spends 4 s importing torch);
+    # the command line itself: the test below
+    import importlib
+    try:
+        code = importlib.import_module(script[:-3]).main(list(argv))
+    except SystemExit as e:     # argparse's usage errors
+        code = e.code
+    err = capsys.readouterr().err
+    lines = _error_lines(err)
+    assert code == 2, err
+    assert len(lines) == 1 and message in lines[0], err
+
+
+@pytest.mark.parametrize("script", sorted({s for s, _, _ in BAD_INPUT}))
+def test_bad_input_from_the_command_line(script):
+    argv, message = next((a, m) for s, a, m in BAD_INPUT if s == script)
     env = dict(os.environ, TRITON_INTERPRET="1")
     out = subprocess.run([sys.executable, os.path.join("benchmarks", script), *argv], cwd=ROOT,
                          capture_output=True, text=True, env=env, timeout=120)
-    lines = [ln for ln in out.stderr.splitlines() if "warn" not in ln.lower()]
+    lines = _error_lines(out.stderr)
     assert out.returncode == 2, out.stderr
     assert len(lines) == 1 and message in lines[0], out.stderr
 

@@ -26,6 +26,8 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--hide-scrollbars", "--virtual-time-budget=15000"]
 TARGET = "tests/data/wrong_dK.py"   # the claims of the mamba2 example and one typo
+# one xdist worker renders the module's page once for all its tests
+pytestmark = pytest.mark.xdist_group("report_html")
 
 
 def _cli(*args):
