@@ -126,15 +126,17 @@ def _fresh(avoid, prefer=("j", "k", "l", "m", "n", "p")):
 
 # ------------------------------------------------------------------ the rules
 _CONSTANT = (ir.Eye, ir.Zeros, ir.Ones, ir.Const)
-_REFUSED = {
+# what neither reverse mode (this symbolic one, nor verify/adjoints.py's numeric one)
+# differentiates inside a program definition, and what to write instead
+NO_REVERSE_RULE = {
     "Shift": "it reads another chunk; keep it in a claim's formula",
     "SumBlocks": "it reads every chunk; keep it in a claim's formula",
-    "RowRec": "a row recursion has no symbolic reverse rule; define the tile in closed form "
-              "(e.g. with inv) where it is differentiated",
-    "Truth": "it is a value of the recurrence, not of the chunk",
-    "Adj": "it is an adjoint, not a forward quantity",
-    "SubBlock": "sub-chunk blocks have no reverse rule; derive the whole-chunk form",
-    "GatedInner": "the gated inner product has no reverse rule; write it with exp and ⊙",
+    "RowRec": "a row recursion has no reverse rule; where the tile is differentiated, "
+              "define it in closed form (e.g. with inv)",
+    "Truth": "it is a value of the recurrence; keep it in a claim's formula",
+    "Adj": "it is a true adjoint; keep it in a claim's formula",
+    "SubBlock": "sub-chunk blocks have no symbolic reverse rule; derive the whole-chunk form",
+    "GatedInner": "the gated inner product has no symbolic reverse rule; write it with exp and ⊙",
 }
 
 
@@ -153,7 +155,7 @@ class _Reverse(Visitor):
         self._refuse(e, "no reverse rule for this node")
 
     def visit_Shift(self, e, g, acc):
-        self._refuse(e, _REFUSED[type(e).__name__])
+        self._refuse(e, NO_REVERSE_RULE[type(e).__name__])
 
     visit_SumBlocks = visit_RowRec = visit_Truth = visit_Adj = visit_Shift
     visit_SubBlock = visit_GatedInner = visit_Shift

@@ -6,6 +6,7 @@ from typing import Dict
 
 from chunkproof.derivations import ir
 from chunkproof.derivations.dsl import Program
+from chunkproof.derivations.reverse import NO_REVERSE_RULE
 from chunkproof.derivations.visitor import Visitor
 from .evaluate import BlockEval, EvalError, Point, UndefinedFormula, idx_value, mask
 
@@ -20,7 +21,7 @@ class _Reverse(Visitor):
 
     def _refused(self, e, ev, g, acc, env):
         raise EvalError(f"no reverse mode for {type(e).__name__} inside a program definition: "
-                        f"{_WHY_REFUSED[type(e).__name__]}")
+                        f"{NO_REVERSE_RULE[type(e).__name__]}")
 
     visit_Shift = visit_SumBlocks = visit_RowRec = visit_Truth = visit_Adj = _refused
 
@@ -175,13 +176,6 @@ class _Reverse(Visitor):
 
 
 _CONSTANT = (ir.Eye, ir.Zeros, ir.Ones, ir.Const)
-_WHY_REFUSED = {
-    "Shift": "it reads another chunk; keep it in a claim's formula",
-    "SumBlocks": "it reads every chunk; keep it in a claim's formula",
-    "RowRec": "a row recursion has no reverse rule; where the tile is differentiated, "
-              "define it in closed form (e.g. with inv)",
-    "Truth": "it is a value of the recurrence; keep it in a claim's formula",
-    "Adj": "it is a true adjoint; keep it in a claim's formula"}
 _REVERSE = _Reverse()
 
 
