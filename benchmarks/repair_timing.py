@@ -33,7 +33,6 @@ from chunkproof.derivations.loader import bundled  # noqa: E402
 from chunkproof.verify import repair  # noqa: E402
 from chunkproof.verify.check import check  # noqa: E402
 from chunkproof.verify.mutate import mutants  # noqa: E402
-from chunkproof.verify.programs import with_program_entries  # noqa: E402
 
 
 def _report(extra, runs):
@@ -136,15 +135,9 @@ def literal_lines():
     bundled notes that does not hold (program entries included, as the report lists
     them)."""
     out = []
-    for d in with_program_entries(bundled()):
-        for c in d.claims:
-            if c.corrected_of is not None:
-                continue
-            r = check(d, c, diagnose=False, floats=False)
-            if r.verdict == "holds":
-                continue
-            repair.attach(d, c, r)
-            out.append((c.id, r.suggestion_verified, r.edit or r.suggestion_note))
+    for d, c, r in repair.failing_literal_entries():
+        repair.attach(d, c, r)
+        out.append((c.id, r.suggestion_verified, r.edit or r.suggestion_note))
     return out
 
 

@@ -19,7 +19,6 @@ from chunkproof.derivations.loader import bundled
 from chunkproof.verify import repair
 from chunkproof.verify.check import check
 from chunkproof.verify.mutate import Edit, index_variants, mutants
-from chunkproof.verify.programs import with_program_entries
 from tests.helpers import all_claims, verdicts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -76,28 +75,22 @@ def test_suggestions_restore_at_least_90_percent_of_the_mutants(capsys):
 
 def test_every_failing_literal_line_gets_a_verified_suggestion_or_a_plain_no(capsys):
     counts = collections.Counter()
-    for d in with_program_entries(bundled()):
-        for c in d.claims:
-            if c.corrected_of is not None:
-                continue
-            r = check(d, c, diagnose=False, floats=False)
-            if r.verdict == "holds":
-                continue
-            s = repair.suggest(d, c, r)
-            if s.verified:
-                counts["verified"] += 1
-                assert s.latex and s.edit, c.id
-                if s.program is not None:   # a program's entry: the edited program reproduces
-                    d2 = dataclasses.replace(d, programs={**d.programs, s.program.name: s.program})
-                    again = check(d2, dataclasses.replace(c, program=s.program.name), diagnose=False,
-                                  floats=False, seed=7)
-                else:
-                    again = check(d, s.claim, diagnose=False, floats=False, seed=7)
-                assert again.verdict == "holds", c.id
+    for d, c, r in repair.failing_literal_entries():
+        s = repair.suggest(d, c, r)
+        if s.verified:
+            counts["verified"] += 1
+            assert s.latex and s.edit, c.id
+            if s.program is not None:   # a program's entry: the edited program reproduces
+                d2 = dataclasses.replace(d, programs={**d.programs, s.program.name: s.program})
+                again = check(d2, dataclasses.replace(c, program=s.program.name), diagnose=False,
+                              floats=False, seed=7)
             else:
-                counts["none"] += 1
-                assert not s.latex and s.note.startswith(("no single edit", "none for this line")), \
-                    (c.id, s.note)
+                again = check(d, s.claim, diagnose=False, floats=False, seed=7)
+            assert again.verdict == "holds", c.id
+        else:
+            counts["none"] += 1
+            assert not s.latex and s.note.startswith(("no single edit", "none for this line")), \
+                (c.id, s.note)
     with capsys.disabled():
         print(f"\nliteral entries of the bundled notes that do not hold: {sum(counts.values())}; "
               f"verified suggestion: {counts['verified']}; none found (said plainly): {counts['none']}")

@@ -38,8 +38,8 @@ from .repair_search import (MAX_CANDIDATES, MAX_DECIDED, MAX_SECONDS, Screen, Su
 
 __all__ = ["DERIVED", "LHS_LATER", "MAX_CANDIDATES", "MAX_DECIDED", "MAX_SECONDS", "ProgramScreen",
            "Screen", "Suggestion", "Vocabulary", "attach", "candidates", "named_residual",
-           "program_edits", "range_edits", "reverse_formula", "suggest", "suggest_program",
-           "vocabulary_edits"]
+           "failing_literal_entries", "program_edits", "range_edits", "reverse_formula", "suggest",
+           "suggest_program", "vocabulary_edits"]
 
 
 def reverse_formula(deriv: Derivation, claim: Claim) -> Optional[ir.Expr]:
@@ -115,3 +115,17 @@ def attach(deriv: Derivation, claim: Claim, res: Result, seed=0, **kw) -> Result
     res.suggestion_note = s.note
     res.suggestion_seconds = time.perf_counter() - t0
     return res
+
+
+def failing_literal_entries():
+    """(derivation, claim, result) for every literal entry of the bundled notes that
+    does not hold, program entries included as the report lists them (decided without
+    the diagnosis and the float level): what the search is measured on."""
+    from chunkproof.derivations.loader import bundled
+    from .check import check
+    for d in programs.with_program_entries(bundled()):
+        for c in d.claims:
+            if c.corrected_of is None:
+                r = check(d, c, diagnose=False, floats=False)
+                if r.verdict != "holds":
+                    yield d, c, r
