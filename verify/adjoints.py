@@ -227,7 +227,7 @@ def true_dstates(pt: Point):
                 dp[n] = total[n] if n not in dp else f.add(dp[n], total[n])
         for i in pt.rec.inputs:
             g = total.get(i.step)
-            rows[i.seq][b] = f.T(g) if g is not None else f.zeros(1, f.shape(f.rows(pt.seq[i.seq], 0, 1))[1])
+            rows[i.seq][b] = f.T(g) if g is not None else f.zeros(1, f.shape(pt.seq[i.seq])[1])
     pt.derived["dstates"] = d
     pt.derived["dparams by steps"] = dp
     pt.derived["dinputs"] = {n: f.vstack(r) for n, r in rows.items()}
