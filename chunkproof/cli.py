@@ -147,18 +147,28 @@ def _add_report_args(p):
 
 
 def cmd_gen(args):
-    """Print generated_kernels/ from the verified claims; --check compares instead."""
+    """Print generated_kernels/ (or a derivation file's kernels) from the verified
+    claims; --check compares instead."""
     # codegen (and the verifier under it) loads only for this command
     from chunkproof.codegen import gen
     from chunkproof.codegen.plan import Refused
     from chunkproof.codegen.printer import CodegenError
     from chunkproof.codegen.variants import BY_NAME, VARIANTS
-    unknown = [n for n in args.variant if n not in BY_NAME]
-    if unknown:
-        raise InputError(f"unknown variant {unknown[0]!r} (variants: {', '.join(BY_NAME)})")
-    if args.variant and not args.check:
-        raise InputError("--variant only works with --check: gen writes every file or none")
-    variants = [BY_NAME[n] for n in args.variant] or VARIANTS
+    if args.target and args.variant:
+        raise InputError("--variant picks among the bundled kernels; a derivation file prints all it declares")
+    if args.target:
+        variants = gen.user_variants(args.target)
+        out_dir = args.out or gen.default_out(args.target)
+    else:
+        unknown = [n for n in args.variant if n not in BY_NAME]
+        if unknown:
+            raise InputError(f"unknown variant {unknown[0]!r} (variants: {', '.join(BY_NAME)})")
+        if args.variant and not args.check:
+            raise InputError("--variant only works with --check: gen writes every file or none")
+        variants = [BY_NAME[n] for n in args.variant] or VARIANTS
+        out_dir = args.out or gen.OUT_DIR
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise InputError(f"--out {out_dir}: exists and is not a folder")
     say = (lambda m: None) if args.quiet else (lambda m: sys.stderr.write(f"chunkproof gen: {m}\n"))
     try:
         files = gen.render_all(variants, progress=say)
@@ -167,10 +177,10 @@ def cmd_gen(args):
         return EXIT_FAIL
     except CodegenError as e:
         raise InputError(str(e)) from None
-    out_dir = args.out or gen.OUT_DIR
     if args.check:
         if args.variant:
             files = {n: s for n, s in files.items() if n[:-3] in args.variant}
+        if args.variant or args.target:   # other files in the folder are not gen's business
             bad = [n for n in gen.stale(files, out_dir) if "(not generated" not in n]
         else:
             bad = gen.stale(files, out_dir)
@@ -182,8 +192,13 @@ def cmd_gen(args):
             return EXIT_FAIL
         say(f"{len(files)} files in {out_dir} match the derivations")
         return EXIT_OK
-    changed = gen.write(files, out_dir)
-    say(f"wrote {', '.join(changed)}" if changed else f"{out_dir} already up to date")
+    changed = gen.write(files, out_dir, prune=not args.target)
+    say(f"wrote {', '.join(changed)} in {out_dir}" if changed else f"{out_dir} already up to date")
+    if args.target:
+        pkg = os.path.basename(os.path.normpath(out_dir))
+        funcs = ", ".join(v.func for v in variants)
+        say(f"use it: sys.path.insert(0, {os.path.dirname(os.path.abspath(out_dir))!r}); "
+            f"from {pkg} import {funcs}; fuzz it: chunkproof fuzz {args.target}")
     return EXIT_OK
 
 
@@ -202,12 +217,16 @@ def build_parser():
     p.add_argument("targets", nargs="+", metavar="derivation.py")
     _add_report_args(p)
     p.set_defaults(func=cmd_report)
-    p = sub.add_parser("gen", help="generate the Triton kernels in generated_kernels/ from the verified claims")
+    p = sub.add_parser("gen", help="generate the Triton kernels in generated_kernels/ (or a derivation "
+                                   "file's) from the verified claims")
+    p.add_argument("target", nargs="?", default="", metavar="derivation.py",
+                   help="a derivation file that declares kernels (docs/gen.md); default: the bundled ones")
     p.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 if the checked-in files differ from what would be generated")
     p.add_argument("--variant", action="append", default=[],
                    help="with --check: only this variant (gla, gated_delta_rule, kda, dplr_delta_rule)")
-    p.add_argument("--out", help="output folder (default: the generated_kernels package)")
+    p.add_argument("--out", help="output folder (default: the generated_kernels package; for a derivation "
+                                 "file, <its name>_kernels beside it)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.set_defaults(func=cmd_gen)

@@ -7,8 +7,8 @@ from typing import Dict, List, Optional
 
 import jinja2
 
-from . import emit, wrap
-from .plan import backward_claims, load_variant
+from . import backward_pick, emit, wrap
+from .plan import backward_claims, build, load_variant
 from .printer import CodegenError
 from .tiling import Tiling
 from .variants import VARIANTS, Variant
@@ -17,6 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.join(os.path.dirname(HERE), "generated_kernels")
 MAX_HEAD_DIM = 256
 MAX_LINE = 120
+K_BLOCK = 32          # the K block of a K-blocked gradient kernel, where the tiling states none
 
 
 def _env() -> jinja2.Environment:
@@ -25,10 +26,15 @@ def _env() -> jinja2.Environment:
                               lstrip_blocks=True, keep_trailing_newline=True)
 
 
-def tiling_of(v: Variant) -> Tiling:
-    """The variant's tiling, validated: a missing, unknown or ill-valued key names it."""
+def tiling_of(v: Variant, k_blocked: bool = False) -> Tiling:
+    """The variant's tiling, validated: a missing, unknown or ill-valued key names it.
+    A tiling without grad_BK takes it from the structure (``k_blocked``: the gradient
+    stage has a K-blocked kernel)."""
+    keys = dict(v.tiling)
+    if "grad_BK" not in keys:
+        keys["grad_BK"] = K_BLOCK if k_blocked else None
     try:
-        return Tiling.of(**v.tiling)
+        return Tiling.of(**keys)
     except ValueError as e:
         raise CodegenError(f"variant {v.name} (codegen/variants.py): {e}") from None
 
@@ -36,8 +42,11 @@ def tiling_of(v: Variant) -> Tiling:
 def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     """The source of generated_kernels/<v.name>.py.  ``check=False`` skips re-checking
     the backward claims (tests that print from deliberately broken derivations)."""
-    tiling = tiling_of(v)
-    plan = plan or load_variant(v, check=check)
+    if plan is None:
+        plan = load_variant(v, check=check)
+    picked, _ = backward_pick.resolve(v, plan.deriv, check=check)
+    if picked is not v:   # the declaration left backward claims to pick
+        v, plan = picked, build(picked, plan.deriv, check=False)   # its forward claims were just checked
     intra, state, out = emit.forward_stages(plan)
     bw = None
     if v.backward:   # the backward claims are checked once, for every stage
@@ -47,6 +56,8 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         if unknown:
             raise CodegenError(f"variant {v.name}: gprec_tiles names {unknown}, which no gradient kernel "
                                f"computes (its lines: {sorted(t[2:] for t in printed)})")
+    tiling = tiling_of(v, bool(bw and bw.grad_kb))
+    if bw:
         if (tiling.grad_BK is None) != (bw.grad_kb is None):
             raise CodegenError(f"variant {v.name}: TILING grad_BK is {tiling.grad_BK!r}, but its gradient "
                                f"stage {'has a' if bw.grad_kb else 'has no'} K-blocked kernel "
@@ -91,8 +102,10 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None) -> Dict[
     files = {}
     for v in variants:
         if progress:
-            nb = 2 + len(v.backward.get("grads", {})) + len(v.backward.get("inner", [])) if v.backward else 0
-            more = f" and {nb} backward claims" if nb else ""
+            named = v.backward or {}
+            nb = len(named.get("grads", {})) + len(named.get("inner", [])) + len({"dS", "dS_prev"} & set(named))
+            more = f", {nb} named backward claims and the ones left to pick" if nb else \
+                ", the backward claims it picks"
             progress(f"checking claims {v.out_claim}, {v.state_claim}{more} and printing {v.name}.py")
         files[f"{v.name}.py"] = render_variant(v, env=env)
     files["_runtime.py"] = env.get_template("runtime.py.j2").render(max_head_dim=MAX_HEAD_DIM)
@@ -114,9 +127,9 @@ def stale(files: Dict[str, str], out_dir: str = OUT_DIR) -> List[str]:
     return bad
 
 
-def write(files: Dict[str, str], out_dir: str = OUT_DIR) -> List[str]:
+def write(files: Dict[str, str], out_dir: str = OUT_DIR, prune: bool = True) -> List[str]:
     """Write all files or none: everything is rendered first, each file is replaced
-    atomically, and files no variant generates any more are removed."""
+    atomically, and (``prune``) files no variant generates any more are removed."""
     os.makedirs(out_dir, exist_ok=True)
     changed = []
     for name, src in files.items():
@@ -128,8 +141,28 @@ def write(files: Dict[str, str], out_dir: str = OUT_DIR) -> List[str]:
             f.write(src)
         os.replace(tmp, path)
         changed.append(name)
-    for name in sorted(os.listdir(out_dir)):
+    for name in sorted(os.listdir(out_dir)) if prune else ():
         if name.endswith(".py") and name not in files:
             os.remove(os.path.join(out_dir, name))
             changed.append(name + " (removed)")
     return changed
+
+
+def user_variants(path: str) -> List[Variant]:
+    """The kernels a derivation file declares (derivations/kernel.py), as gen prints them."""
+    from chunkproof.derivations.loader import InputError, from_file
+    from .variants import BY_NAME, from_kernel
+    out = [from_kernel(k, path) for d in from_file(path) for k in d.kernels]
+    if not out:
+        raise InputError(f"{path}: declares no kernel; add one with chunkproof.derivations.kernel.kernel(D, "
+                         f"'chunk_<name>', program, outputs=..., state=..., args=...) (docs/gen.md)")
+    clash = [v.name for v in out if v.name in BY_NAME]
+    if clash:
+        raise InputError(f"{path}: kernel chunk_{clash[0]} has the name of a bundled kernel; name it otherwise")
+    return out
+
+
+def default_out(path: str) -> str:
+    """Where `chunkproof gen FILE.py` writes: a package beside the file, <stem>_kernels."""
+    stem = os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    return os.path.join(os.path.dirname(os.path.abspath(path)), f"{stem}_kernels")

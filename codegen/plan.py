@@ -222,9 +222,21 @@ def _closure(name, dmap) -> Set[str]:
     return seen
 
 
+def derivation_of(v: Variant) -> Derivation:
+    """The derivation that declares ``v``: a bundled module, or a user's file."""
+    if v.derivation.endswith(".py"):
+        from chunkproof.derivations.loader import from_file
+        ds = from_file(v.derivation)
+    else:
+        ds = bundled([v.derivation])
+    for d in ds:
+        if any(k.module == v.name for k in d.kernels):
+            return d
+    return ds[0]
+
+
 def load_variant(v: Variant, check=True) -> Plan:
-    (deriv,) = bundled([v.derivation])
-    return build(v, deriv, check=check)
+    return build(v, derivation_of(v), check=check)
 
 
 def _full_adj(e, name):
@@ -238,10 +250,10 @@ def backward_claims(v: Variant, deriv: Optional[Derivation] = None, check=True, 
     argument, gates in log space: delta alpha . alpha), reads the kernel's own program,
     and holds.  Returns {'dS', 'dS_prev', 'grads': {arg: claim}, 'inner': [claims]}."""
     if deriv is None:
-        (deriv,) = bundled([v.derivation])
+        deriv = derivation_of(v)
+    from .backward_pick import resolve   # the claims the declaration leaves to pick
+    v, _ = resolve(v, deriv, check=check)
     spec = v.backward
-    if not spec:
-        raise CodegenError(f"variant {v.name} lists no backward claims (codegen/variants.py)")
     prog = deriv.programs.get(v.program)
     if prog is None:
         raise CodegenError(f"derivation {deriv.name} has no program {v.program!r}")

@@ -286,15 +286,17 @@ class TritonPrinter(Visitor):
     def visit_Mask(self, e: ir.Mask):
         if e.kind not in MASKS:
             self.fail(e, f"mask kind {e.kind}")
-        if e.kind in ("M", "M-1") and isinstance(e.a, ir.MatMul):
+        if isinstance(e.a, ir.MatMul):
             x, y = self.p(e.a.a), self.p(e.a.b)
             if x.fac is not None and y.fac is not None and x.facshape == ("C", "1") \
                     and y.facshape == ("1", "C") and e.a.a.shape()[1] != "1":
-                # (Diag(exp f) X)(Y Diag(exp h)) on and below the diagonal: a scalar gate
-                # per row, so multiply by exp(f_i + h_j) <= 1 after the product; the
-                # entries above the diagonal, where it can overflow, are discarded
+                # (Diag(exp f) X)(Y Diag(exp h)) under a causal mask or its transpose: a
+                # scalar gate per row, so multiply by exp(f_i + h_j) <= 1 (a decay between
+                # two rows) after the product; the entries the mask discards, where it
+                # can overflow, are dropped
                 xy = self._dot(Val(x.code, x.shape, raw=x.raw), Val(y.code, y.shape, raw=y.raw))
                 return Val(f"tl.where({MASKS[e.kind]}, {xy} * tl.exp({x.fac} + {y.fac}), 0.)", e.shape())
+        if e.kind in ("M", "M-1") and isinstance(e.a, ir.MatMul):
             if _vector_gated(x, y, e.a.a.shape()[1]):
                 # the same with a gate per row and channel: no one rescaling keeps a
                 # chunk's factors in range at strong decay; the runtime forms the masked

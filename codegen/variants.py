@@ -40,11 +40,17 @@ class Variant:
     # a kernel that reads X only for that sum reads a column instead
     vred_rowsums: bool = False
 
+    @property
+    def derivation_doc(self) -> str:
+        """Where the derivation is, as the generated files' headers say it."""
+        if self.derivation.endswith(".py"):
+            return self.derivation
+        return f"chunkproof.derivations/{self.derivation.replace('.', '/')}.py"
+
     def tile_of(self) -> Dict[str, Arg]:
         return {a.tile: a for a in self.args}
 
 
-_QKV = (Arg("q", "Q", "k"), Arg("k", "K", "k"), Arg("v", "V", "v"))
 # Tiling keys: codegen/tiling.py (one line each).  Why each value is what it is:
 # docs/measurements.md (H200, (4, 4096, 16, 128) bf16, side by side with FLA).
 _SIZES = dict(
@@ -58,56 +64,44 @@ _SIZES = dict(
 )
 # the delta rules' fp32 gradient kernels need 278 KB at chunks of 64, 156 KB at 32
 _FP32_DELTA = dict(fp32_BT=32)
-VARIANTS: List[Variant] = [
-    Variant("gla", "chunk_gla", "gla", "gla_chunk", "gla.O", "gla.S_C",
-            _QKV + (Arg("g", "Alpha", "gate_k"),),
-            "S_t = S_{t-1} Diag(exp g_t) + v_t k_t^T,  o_t = S_t q_t",
-            dict(_SIZES, grad_BV=128, grad_BK=None,      # one V block of 128 beat two of 64
+# the GPU sweeps' settings of the four variants first generated (to be replaced by
+# autotuning and the planner's precision, issue 17); any other kernel takes DEFAULT
+TUNED = {
+    "gla": (dict(_SIZES, grad_BV=128, grad_BK=None,      # one V block of 128 beat two of 64
                  forward_dots="tf32_mixed", reverse_dots="tf32_mixed", gradv_dots="tf32_mixed",
-                 grad_dots="tf32_mixed", grad_gated="tf32x3"),
-            dict(dS="gla.dS", dS_prev="gla.bwd.dS_prev",
-                 grads=dict(q="gla.dQ", k="gla.dK", v="gla.dV", g="gla.bwd.dlogalpha_grouped"),
-                 inner=["gla.dQl", "gla.dKr"])),
-    Variant("gated_delta_rule", "chunk_gated_delta_rule", "gated_deltanet", "gdn_chunk_kda",
-            "gdn.bwd.fwd_O", "gdn.bwd.fwd_S",
-            _QKV + (Arg("g", "Alpha", "gate_h"), Arg("beta", "Beta", "head")),
-            "S_t = S_{t-1} exp(g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
-            # tf32_mixed forward products were over 2x FLA's forward; bf16 K-side products
-            # keep the gradient kernels within shared memory
-            dict(_SIZES, **_FP32_DELTA, grad_BV=64, grad_BK=64,
-                 forward_dots="tf32", reverse_dots="tf32_mixed", gradv_dots="tf32",
-                 grad_dots="input", grad_gated="tf32"),
-            dict(dS="gdn.bwd.dS_rec", dS_prev="gdn.bwd.dS_prev",
-                 grads=dict(q="gdn.bwd.dQ", k="gdn.bwd.dK", v="gdn.bwd.dV", g="gdn.bwd.dlogalpha_pairs",
-                            beta="gdn.bwd.dbeta"),
-                 inner=["gdn.bwd.dVnew", "gdn.bwd.dU", "gdn.bwd.dW", "gdn.bwd.dQl", "gdn.bwd.dA",
-                        "gdn.bwd.dX", "gdn.bwd.dKl", "gdn.bwd.dKr"]),
-            vred_rowsums=True),     # its C kernel 1175 -> 780 us
-    Variant("kda", "chunk_kda", "kda", "kda_chunk", "kda.O", "kda.S",
-            _QKV + (Arg("g", "Alpha", "gate_k"), Arg("beta", "Beta", "head")),
-            "S_t = S_{t-1} Diag(exp g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t",
-            # V blocks of 128 need over 227 KB of shared memory; K blocks of 32 beat 64
-            dict(_SIZES, **_FP32_DELTA, grad_BV=64, grad_BK=32,
+                 grad_dots="tf32_mixed", grad_gated="tf32x3"), (), False),
+    # tf32_mixed forward products were over 2x FLA's forward; bf16 K-side products
+    # keep the gradient kernels within shared memory; row sums: its C kernel 1175 -> 780 us
+    "gated_delta_rule": (dict(_SIZES, **_FP32_DELTA, grad_BV=64, grad_BK=64,
+                              forward_dots="tf32", reverse_dots="tf32_mixed", gradv_dots="tf32",
+                              grad_dots="input", grad_gated="tf32"), (), True),
+    # V blocks of 128 need over 227 KB of shared memory; K blocks of 32 beat 64
+    "kda": (dict(_SIZES, **_FP32_DELTA, grad_BV=64, grad_BK=32,
                  forward_dots="tf32_mixed", reverse_dots="tf32_mixed", gradv_dots="tf32",
-                 grad_dots="tf32", grad_gated="tf32"),
-            dict(dS="kda.dS", dS_prev="kda.bwd.dS_prev",
-                 grads=dict(q="kda.dQ", k="kda.dK", v="kda.dV", g="kda.dlogAlpha_grouped", beta="kda.dBeta"),
-                 inner=["kda.dU", "kda.dVnew", "kda.dW", "kda.dQl", "kda.dAt", "kda.dXt", "kda.dKl",
-                        "kda.dKr.corrected", "kda.dDiagBeta"])),
-    Variant("dplr_delta_rule", "chunk_dplr_delta_rule", "dplr", "dplr_fla_chunk",
-            "dplr.fla.O", "dplr.fla.S",
-            _QKV + (Arg("a", "A", "k"), Arg("b", "B", "k"), Arg("gk", "Alpha", "gate_k")),
-            "S_t = S_{t-1} (Diag(exp gk_t) + a_t b_t^T) + v_t k_t^T,  o_t = S_t q_t",
-            # tf32 K-side products put every gradient's bf16 error at FLA's or under but dq's
-            dict(_SIZES, **_FP32_DELTA, grad_BV=64, grad_BK=32,
-                 forward_dots="tf32", reverse_dots="tf32", gradv_dots="input",
-                 grad_dots="tf32", grad_gated="tf32x3"),
-            dict(dS="dplr.fla.dS", dS_prev="dplr.fla.dS_prev",
-                 grads=dict(q="dplr.fla.dQ", k="dplr.fla.dK", v="dplr.fla.dV", a="dplr.fla.da",
-                            b="dplr.fla.db", gk="dplr.fla.dlogalpha.grouped"),
-                 inner=["dplr.fla." + n for n in ("dV2", "dC", "dV1", "dW", "dE", "dF", "dQl", "dBl",
-                                                  "dKr", "dAr")]),
-            gprec_tiles=("dQ", "g_q", "dK", "g_k")),    # all eight: 8.5 ms, these four: 5.5
-]
+                 grad_dots="tf32", grad_gated="tf32"), (), False),
+    # tf32 K-side products put every gradient's bf16 error at FLA's or under but dq's;
+    # gated products in tf32x3 in all eight lines: 8.5 ms, in these four: 5.5
+    "dplr_delta_rule": (dict(_SIZES, **_FP32_DELTA, grad_BV=64, grad_BK=32,
+                             forward_dots="tf32", reverse_dots="tf32", gradv_dots="input",
+                             grad_dots="tf32", grad_gated="tf32x3"), ("dQ", "g_q", "dK", "g_k"), False),
+}
+DEFAULT = dict(_SIZES, **_FP32_DELTA, grad_BV=64, forward_dots="tf32", reverse_dots="tf32",
+               gradv_dots="tf32", grad_dots="tf32", grad_gated="tf32")
 
+
+def from_kernel(k, source: str = "") -> Variant:
+    """The codegen record of a derivation's kernel declaration (derivations/kernel.py).
+    ``source``: the derivation file, for a user's derivation (bundled: its module)."""
+    tiling, gprec, rowsums = TUNED.get(k.module, (DEFAULT, (), False))
+    return Variant(k.module, k.func, source or k.derivation, k.program, k.outputs, k.state,
+                   tuple(Arg(a.name, a.tile, a.kind) for a in k.args), k.doc, dict(tiling),
+                   dict(k.backward) if k.backward else {}, gprec, rowsums)
+
+
+def _bundled() -> List[Variant]:
+    from chunkproof.derivations.loader import KERNEL_MODULES, bundled
+    return [from_kernel(k, m) for m in KERNEL_MODULES for d in bundled([m]) for k in d.kernels]
+
+
+VARIANTS: List[Variant] = _bundled()
 BY_NAME = {v.name: v for v in VARIANTS}

@@ -14,6 +14,7 @@ Programs: ``dplr_chunk`` (the backward section's recap, over the gated recurrenc
 ``dplr_nogate_chunk`` / ``dplr_nogate_chunk_fixed`` (the last section as written,
 and with <-B in place of D, over S_t = S_{t-1}(Diag(alpha_t) - d_t a_t^T) + v_t k_t^T).
 """
+from chunkproof.derivations.kernel import kernel, log_of
 from chunkproof.derivations import recurrences as R
 from chunkproof.derivations.dsl import (S_PREV, DO, Derivation, Notebook, Program, adj, diag, eye, inv,
                              prod, row, scal, shift, summ, tile, tril)
@@ -28,6 +29,7 @@ D.add_recurrence(R.dplr())
 D.add_recurrence(R.dplr_nogate())
 D.add_recurrence(R.kda())
 D.add_recurrence(R.dplr_fla())
+
 DERIVATION = D
 
 I_K = eye("Dk")
@@ -619,3 +621,13 @@ FLA_DLOG_GAMMA_G = (adj(Q) * Q - adj(K) * K - adj(B) * B + adj(A) * A
 fla_adj("dlogalpha.grouped", adj(Al) * Al,
         RevCumSum(FLA_DLOG_GAMMA_G - adj(A) * A) + (RevCumSum(adj(A) * A) - adj(A) * A),
         "delta log alpha, the state term of diag(S^T dS) grouped with the rows' state parts", kind="identity")
+
+# the kernel printed from this derivation (chunkproof gen; derivations/kernel.py)
+kernel(D, "chunk_dplr_delta_rule", PF, outputs="dplr.fla.O", state="dplr.fla.S",
+       args=dict(q="Q", k="K", v="V", a="A", b="B", gk=log_of("Alpha")),
+       backward=dict(dS="dplr.fla.dS", dS_prev="dplr.fla.dS_prev",
+                     grads=dict(q="dplr.fla.dQ", k="dplr.fla.dK", v="dplr.fla.dV", a="dplr.fla.da",
+                                b="dplr.fla.db", gk="dplr.fla.dlogalpha.grouped"),
+                     inner=["dplr.fla." + n for n in ("dV2", "dC", "dV1", "dW", "dE", "dF", "dQl", "dBl",
+                                                      "dKr", "dAr")]),
+       doc="S_t = S_{t-1} (Diag(exp gk_t) + a_t b_t^T) + v_t k_t^T,  o_t = S_t q_t")

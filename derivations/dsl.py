@@ -175,6 +175,7 @@ class Derivation:
     programs: Dict[str, Program] = field(default_factory=dict)
     program_recurrence: Dict[str, str] = field(default_factory=dict)
     claims: List[Claim] = field(default_factory=list)
+    kernels: list = field(default_factory=list)       # derivations/kernel.py's declarations
     source: str = ""
     _params: Optional[tuple] = field(default=None, repr=False, compare=False)
 

@@ -23,6 +23,7 @@ the program, cut at St) is the partial derivative of the objective, and the note
 gradient formula is compared with it.  That "= 0" holds at the solution is checked
 separately, with S_t the true state of the recurrence.
 """
+from chunkproof.derivations.kernel import kernel, log_of
 from chunkproof.derivations import recurrences as R
 from chunkproof.derivations.dsl import (DO, DO_STEP, S_PREV, Derivation, Notebook, Program, Recurrence,
                              adj, diag, eye, inv, prod, row, shift, summ, tile, tril)
@@ -599,5 +600,15 @@ bwd("identity", "dlogGamma_pairs", adj(Gamma) * Gamma, DLOGGAMMA_PAIRS,
     " + [0, ..., gamma^C <S_[t-1], dS> + 1^T E]^T,  P the intra-chunk pairs, E the state term")
 bwd("identity", "dlogalpha_pairs", adj(Al) * Al, RevCumSum(DLOGGAMMA_PAIRS),
     "dlog alpha = suffix sums of the paired dlog gamma within the chunk")
+
+
+# the kernel printed from this derivation (chunkproof gen; derivations/kernel.py)
+kernel(D, "chunk_gated_delta_rule", GDN_KDA, outputs="gdn.bwd.fwd_O", state="gdn.bwd.fwd_S",
+       args=dict(q="Q", k="K", v="V", g=log_of("Alpha"), beta="Beta"),
+       backward=dict(dS="gdn.bwd.dS_rec", dS_prev="gdn.bwd.dS_prev",
+                     grads=dict(q="gdn.bwd.dQ", k="gdn.bwd.dK", v="gdn.bwd.dV", g="gdn.bwd.dlogalpha_pairs",
+                                beta="gdn.bwd.dbeta"),
+                     inner=["gdn.bwd." + n for n in ("dVnew", "dU", "dW", "dQl", "dA", "dX", "dKl", "dKr")]),
+       doc="S_t = S_{t-1} exp(g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t")
 
 DERIVATION = D

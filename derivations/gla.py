@@ -17,6 +17,7 @@ Literal claims that do not hold (each has a ``.corrected`` twin that holds):
   gla.Kr_matrix           §5.2  ->K = Q (/) Gamma, should be K (/) Gamma
   gla.P_case2             §5.3  P = <-Q ->K^T claimed for t != tau, true only for t > tau
 """
+from chunkproof.derivations.kernel import kernel, log_of
 from chunkproof.derivations import ir
 from chunkproof.derivations import recurrences as R
 from chunkproof.derivations.dsl import (DO, DO_STEP, S_PREV, Derivation, Notebook, Program, adj, diag,
@@ -417,5 +418,14 @@ nb.identity("gla.bwd.dlogalpha_grouped", 0, "", adj(A) * A,
                 ir.DiagV(S_PREV.T @ adj(S)) * gC + E_STATE.T @ ir.Ones("C", "1"))), "gla_chunk",
             what="derived: delta log alpha = suffix sums of (dQ.Q - dK.K + [0, ..., gamma^C diag(S_[t-1]^T dS)"
                  " + 1^T E]), E = (V dS) . (->K Diag(gamma^C))")
+
+
+# the kernel printed from this derivation (chunkproof gen; derivations/kernel.py)
+kernel(D, "chunk_gla", GLA_CHUNK, outputs="gla.O", state="gla.S_C",
+       args=dict(q="Q", k="K", v="V", g=log_of("Alpha")),
+       backward=dict(dS="gla.dS", dS_prev="gla.bwd.dS_prev",
+                     grads=dict(q="gla.dQ", k="gla.dK", v="gla.dV", g="gla.bwd.dlogalpha_grouped"),
+                     inner=["gla.dQl", "gla.dKr"]),
+       doc="S_t = S_{t-1} Diag(exp g_t) + v_t k_t^T,  o_t = S_t q_t")
 
 DERIVATION = D

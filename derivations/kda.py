@@ -3,6 +3,7 @@
 Every delta line of the note is a claim, transcribed literally; lines that are
 wrong carry a ``corrected`` claim next to them.
 """
+from chunkproof.derivations.kernel import kernel, log_of
 from chunkproof.derivations import recurrences as R
 from chunkproof.derivations.dsl import (DO, S_PREV, Derivation, Notebook, Program, adj, diag, eye, inv,
                              shift, tile, tril)
@@ -304,5 +305,15 @@ nb.identity("kda.dlogAlpha_grouped", 0, "", adj(Alpha) * Alpha,
 # a backward kernel's reverse scan prints.
 nb.adjoint("kda.bwd.dS_prev", 0, "", adj(S_PREV), adj(S) @ diag(gC) + DO.T @ Ql - adj(U).T @ W, PR,
            what="derived: delta S_[t-1]^C = delta S_[t]^C Diag(gamma^C) + delta O^T <-Q - delta U^T W")
+
+
+# the kernel printed from this derivation (chunkproof gen; derivations/kernel.py)
+kernel(D, "chunk_kda", P, outputs="kda.O", state="kda.S",
+       args=dict(q="Q", k="K", v="V", g=log_of("Alpha"), beta="Beta"),
+       backward=dict(dS="kda.dS", dS_prev="kda.bwd.dS_prev",
+                     grads=dict(q="kda.dQ", k="kda.dK", v="kda.dV", g="kda.dlogAlpha_grouped", beta="kda.dBeta"),
+                     inner=["kda.dU", "kda.dVnew", "kda.dW", "kda.dQl", "kda.dAt", "kda.dXt", "kda.dKl",
+                            "kda.dKr.corrected", "kda.dDiagBeta"]),
+       doc="S_t = S_{t-1} Diag(exp g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t")
 
 DERIVATION = D

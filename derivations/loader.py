@@ -11,6 +11,8 @@ from typing import List
 from chunkproof.derivations.dsl import Derivation
 
 BUNDLED = ["gla", "gated_deltanet", "kda", "dplr"]   # module names under derivations/
+# the bundled derivations that declare kernels (derivations/kernel.py), in gen's order
+KERNEL_MODULES = BUNDLED + ["variants.delta_rule", "variants.simple_gla"]
 NOTE_OF = {"gla": "003_c008d497ea0f70e6.txt", "gated_deltanet": "002_6404d08dac0301ed.txt",
            "kda": "001_ba6c617d0f1bc209.txt", "dplr": "000_cb349aeede08771a.txt"}
 # Every command names a variant as FLA does (gen and fuzz already did); the derivation

@@ -6,10 +6,14 @@ FLA-compatible API, each returning (o, final_state):
     chunk_gated_delta_rule  (gated_delta_rule.py, from chunkproof.derivations/gated_deltanet.py)
     chunk_kda  (kda.py, from chunkproof.derivations/kda.py)
     chunk_dplr_delta_rule  (dplr_delta_rule.py, from chunkproof.derivations/dplr.py)
+    chunk_delta_rule  (delta_rule.py, from chunkproof.derivations/variants/delta_rule.py)
+    chunk_simple_gla  (simple_gla.py, from chunkproof.derivations/variants/simple_gla.py)
 """
 from .gla import chunk_gla
 from .gated_delta_rule import chunk_gated_delta_rule
 from .kda import chunk_kda
 from .dplr_delta_rule import chunk_dplr_delta_rule
+from .delta_rule import chunk_delta_rule
+from .simple_gla import chunk_simple_gla
 
-__all__ = ["chunk_gla", "chunk_gated_delta_rule", "chunk_kda", "chunk_dplr_delta_rule"]
+__all__ = ["chunk_gla", "chunk_gated_delta_rule", "chunk_kda", "chunk_dplr_delta_rule", "chunk_delta_rule", "chunk_simple_gla"]

@@ -7,10 +7,13 @@ import importlib
 import torch
 import torch.nn.functional as F
 
-from chunkproof.codegen.variants import VARIANTS as _GENERATED
+from chunkproof.codegen.variants import BY_NAME, VARIANTS as _GENERATED
 
 VARIANTS = [v.name for v in _GENERATED]
 API = {v.name: v.func for v in _GENERATED}      # module name -> public function
+# the variants whose inputs are drawn as FLA's own tests draw them, by hand below;
+# every other one by what its arguments bind to (generic_inputs)
+HAND_DRAWN = ("gla", "gated_delta_rule", "kda", "dplr_delta_rule")
 GATES = ("typical", "near0", "strong", "underflow")
 BETAS = ("random", "zero", "one")
 
@@ -46,6 +49,8 @@ def _gates(shape, regime, r, gen):
 def make_inputs(name, B, T, H, K, V, seed, dtype=torch.float32, device="cpu", h0=False,
                 gates="typical", beta="random"):
     """(positional args of the API, reference kwargs, initial state or None)."""
+    if name not in HAND_DRAWN:
+        return generic_inputs(name, B, T, H, K, V, seed, dtype, device, h0, gates, beta)
     gen = torch.Generator().manual_seed(seed)
     r = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
     q, k, v = r(B, T, H, K), r(B, T, H, K), r(B, T, H, V)
@@ -76,3 +81,57 @@ def make_inputs(name, B, T, H, K, V, seed, dtype=torch.float32, device="cpu", h0
     if name == "dplr_delta_rule":
         ref.update(a=a, b=b)
     return args, ref, state
+
+
+def log_gates(name):
+    """The arguments of ``name`` that hold a log gate: log_of() arguments, and those
+    bound to a recurrence input of kind 'loggate'."""
+    from .oracle import recurrence_of
+    v = BY_NAME[name]
+    _, by_tile = recurrence_of(v)
+    return [a.name for a in v.args if a.kind.startswith("gate") or by_tile[a.tile].kind == "loggate"]
+
+
+def gate_like(name):
+    """Arguments whose gradients get the gates' tolerance: log gates and beta-kind inputs."""
+    from .oracle import recurrence_of
+    v = BY_NAME[name]
+    _, by_tile = recurrence_of(v)
+    return log_gates(name) + [a.name for a in v.args if by_tile[a.tile].kind in ("beta", "gate")
+                              and not a.kind.startswith("gate")]
+
+
+def generic_inputs(name, B, T, H, K, V, seed, dtype=torch.float32, device="cpu", h0=False,
+                   gates="typical", beta="random"):
+    """make_inputs for any generated variant, by what each argument binds to: log gates
+    in the gate regime, beta-kind inputs in (0, 1) (or the beta regime), the rest
+    standard normal; keys of unit length where the recurrence has a beta (the delta
+    rules').  The reference kwargs are the API's own names (chunkproof.fuzz.oracle)."""
+    from .oracle import recurrence_of
+    v = BY_NAME[name]
+    _, by_tile = recurrence_of(v)
+    gen = torch.Generator().manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
+    shape = {"k": (B, T, H, K), "v": (B, T, H, V), "gate_k": (B, T, H, K), "gate_h": (B, T, H), "head": (B, T, H)}
+    logs = set(log_gates(name))
+    has_beta = any(i.kind == "beta" for i in by_tile.values())
+    ref = {}
+    for a in v.args:
+        kind = by_tile[a.tile].kind
+        if a.name in logs:
+            x = _gates(shape[a.kind], gates, r, gen)
+        elif kind == "beta":
+            x = {"zero": torch.zeros, "one": torch.ones}.get(beta, None)
+            if x is None and beta != "random":
+                raise ValueError(f"unknown beta regime {beta!r}; expected one of {', '.join(BETAS)}")
+            x = x(*shape[a.kind], dtype=torch.float64) if x else torch.rand(*shape[a.kind], generator=gen,
+                                                                             dtype=torch.float64)
+        elif kind == "gate":
+            x = torch.exp(_gates(shape[a.kind], gates, r, gen))
+        else:
+            x = r(*shape[a.kind])
+            if has_beta and a.tile == "K":
+                x = F.normalize(x, dim=-1)
+        ref[a.name] = x.to(dtype).to(device)
+    state = r(B, H, K, V).to(torch.float32).to(device) if h0 else None
+    return tuple(ref[a.name] for a in v.args), ref, state

@@ -21,7 +21,7 @@ import torch
 
 from .cases import module, kernel
 from .example import DTYPES, Example
-from .reference import grad_errors, recurrence, reference_grads, rel_rms
+from .reference import SCALE_TERMS, grad_errors, recurrence, reference_grads, rel_rms
 
 
 def tolerance(dtype, fp32, low):
@@ -61,7 +61,7 @@ def _setup(variant, poison):
         mod.torch = old_torch
 
 
-GATE_GRADS = ("g", "gk", "beta")
+GATE_GRADS = ("g", "gk", "w", "beta")   # FLA's names of the log gates, and beta
 
 
 def cotangents(ex):
@@ -111,7 +111,7 @@ def _grad_diffs(got, want, args, ex):
     not against its own rounding, and a log-gate gradient against the terms it sums."""
     ref_name = {"gk": "g"}
     want = {ref_name.get(n, n): w.detach().double() for n, w in want.items()}
-    inputs = {n: a for n, a in zip(names(ex), args) if n in ("q", "k", "a", "b")}
+    inputs = {n: a for n, a in zip(names(ex), args) if n in SCALE_TERMS}
     return {n: _scaled(n, e) for n, e in grad_errors(got, want, inputs).items()}
 
 

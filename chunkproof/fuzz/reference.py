@@ -23,8 +23,28 @@ def _transition(name, S, k, g, beta, a, b):
     raise KeyError(name)
 
 
-def recurrence(name, q, k, v, g, beta=None, a=None, b=None, scale=None, initial_state=None):
-    """o [B, T, H, V] and final state [B, H, K, V], in float64 on the inputs' device."""
+HAND_WRITTEN = ("gla", "gated_delta_rule", "kda", "dplr_delta_rule")
+
+
+def _oracle(name, inputs, scale, initial_state):
+    from chunkproof.codegen.variants import BY_NAME
+    from .oracle import run
+    return run(BY_NAME[name], inputs, scale=scale, initial_state=initial_state)
+
+
+def recurrence(name, scale=None, initial_state=None, **inputs):
+    """o [B, T, H, V] and final state [B, H, K, V], in float64 on the inputs' device.
+    The four variants first generated run the recurrences written out below (their
+    kwargs: q, k, v, g, beta, a, b); every other one its derivation's own recurrence
+    (chunkproof.fuzz.oracle; kwargs: the API's names)."""
+    if name not in HAND_WRITTEN:
+        with torch.no_grad():
+            o, ht = _oracle(name, {n: x.detach() for n, x in inputs.items()}, scale, initial_state)
+        return o, ht.contiguous()
+    return _hand_recurrence(name, scale=scale, initial_state=initial_state, **inputs)
+
+
+def _hand_recurrence(name, q, k, v, g, beta=None, a=None, b=None, scale=None, initial_state=None):
     f = lambda x: None if x is None else x.detach().to(torch.float64)  # noqa: E731
     with torch.no_grad():
         o, ht = _recurrence_graph(name, *map(f, (q, k, v, g, beta, a, b)), scale=scale,
@@ -43,7 +63,13 @@ def gate_grad_scale(inputs, grads):
     smaller (1e-8 of them at -20 per step), which fp32 can only resolve to its rounding of
     the terms: a gate gradient is compared with max(||its reference||, this scale)."""
     return sum(float((inputs[n].detach().double().to(grads[n].device) * grads[n]).norm())
-               for n in ("q", "k", "a", "b") if n in grads and inputs.get(n) is not None)
+               for n in SCALE_TERMS if n in grads and inputs.get(n) is not None)
+
+
+# the inputs whose q . dq-like terms a log gate's gradient sums (FLA's names; RWKV-6's r)
+SCALE_TERMS = ("q", "r", "k", "a", "b")
+# the log gates' names (FLA's): their gradients are measured against gate_grad_scale
+LOG_GATES = ("g", "gk", "w")
 
 
 def grad_errors(grads, want, inputs):
@@ -58,7 +84,7 @@ def grad_errors(grads, want, inputs):
     for n, g in grads.items():
         w = want[{"gk": "g"}.get(n, n)]
         out[n] = float((g.detach().double().to(w.device) - w).norm()) / \
-            max(float(w.norm()), gfloor if n in ("g", "gk") else floor)
+            max(float(w.norm()), gfloor if n in LOG_GATES else floor)
     return out
 
 
@@ -73,8 +99,11 @@ def reference_grads(name, inputs, do, dht, scale=None, initial_state=None):
         h0 = initial_state.detach().to(torch.float64).requires_grad_(True)
         leaves["initial_state"] = h0
     with torch.enable_grad():
-        o, ht = _recurrence_graph(name, scale=scale, initial_state=h0,
-                                  **{n: x for n, x in leaves.items() if n != "initial_state"})
+        kw = {n: x for n, x in leaves.items() if n != "initial_state"}
+        if name in HAND_WRITTEN:
+            o, ht = _recurrence_graph(name, scale=scale, initial_state=h0, **kw)
+        else:
+            o, ht = _oracle(name, kw, scale, h0)
         loss = (o * do.to(torch.float64)).sum() + (ht * dht.to(torch.float64)).sum()
         grads = torch.autograd.grad(loss, list(leaves.values()))
     return dict(zip(leaves, grads))

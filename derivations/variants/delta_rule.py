@@ -18,6 +18,7 @@ from chunkproof.derivations import recurrences as R
 from chunkproof.derivations.dsl import (DO, S_PREV, Derivation, Notebook, Program, adj, diag, eye, inv,
                                         row, shift, summ, tile, tril)
 from chunkproof.derivations.ir import DiagV, Truth
+from chunkproof.derivations.kernel import kernel
 
 D = Derivation("delta_rule", "DeltaNet (delta rule): chunkwise WY form, forward and backward",
                "delta_rule.py")
@@ -94,3 +95,9 @@ nb.adjoint("delta_rule.dbeta",
            adj(Beta), DiagV(At.T @ adj(W) @ K.T + At.T @ adj(U) @ V.T + adj(Xt) @ tril(K @ K.T, "M-1").T), PR)
 
 DERIVATION = D
+
+# the kernel printed from this derivation; its backward claims are picked from the
+# adjoint claims above (derivations/kernel.py)
+kernel(D, "chunk_delta_rule", P, outputs="delta_rule.O", state="delta_rule.S",
+       args=dict(q="Q", k="K", v="V", beta="Beta"),
+       doc="S_t = S_{t-1}(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t")

@@ -20,6 +20,7 @@ from chunkproof.derivations import recurrences as R
 from chunkproof.derivations.dsl import (DO, S_PREV, Derivation, Notebook, Program, adj, cumsum, diag,
                                         exp, last_row, ones, revcumsum, shift, tile, tril)
 from chunkproof.derivations.ir import Inner, PlaceLast, Truth
+from chunkproof.derivations.kernel import kernel
 
 D = Derivation("simple_gla", "Simple GLA (scalar log-space gate): chunkwise forward and backward",
                "simple_gla.py")
@@ -90,3 +91,10 @@ nb.adjoint("simple_gla.dg_qk", r"\delta \boldsymbol{g} = \text{suffix\_sum}\left
            what="delta g from the true dQ, dK, dS (FLA's grouping)")
 
 DERIVATION = D
+
+# the kernel printed from this derivation; its backward claims are picked from the
+# adjoint claims above (derivations/kernel.py), but for g's: simple_gla.dg reads
+# ->K . delta ->K, whose first factor overflows where a chunk's decay underflows fp32
+kernel(D, "chunk_simple_gla", P, outputs="simple_gla.O", state="simple_gla.S",
+       args=dict(q="Q", k="K", v="V", g="G"), backward=dict(grads=dict(g="simple_gla.dg_qk")),
+       doc="S_t = exp(g_t) S_{t-1} + v_t k_t^T,  o_t = S_t q_t  (g [B, T, H], log-space)")
