@@ -18,7 +18,8 @@ def add_parser(sub):
                                    "saves it in the example database and in a readable pin, both replayed by the "
                                    "tests (docs/fuzz.md).")
     p.add_argument("targets", nargs="*", metavar="VARIANT",
-                   help="bundled variants to fuzz (like --variant); a derivation file is refused for now")
+                   help="bundled variants to fuzz (like --variant), or derivation files: their kernels are "
+                        "printed by chunkproof gen and fuzzed against their own recurrence")
     p.add_argument("--variant", action="append", default=[],
                    help="gla, gated_delta_rule, kda, dplr_delta_rule or all (default all; repeatable)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
@@ -50,14 +51,17 @@ def add_parser(sub):
 
 
 def _variants(args, known):
+    """The variants to fuzz: bundled names, ``all``, and derivation files (their kernels
+    are printed and registered first: chunkproof.fuzz.user)."""
     from chunkproof.derivations.loader import InputError
-    for t in args.targets:
-        if t.endswith(".py") or os.sep in t or os.path.exists(t):
-            raise InputError(f"{t}: fuzzing a derivation file needs kernels generated from it, and "
-                             f"`chunkproof gen` cannot generate kernels for a user's derivation yet; "
-                             f"fuzz the bundled variants ({', '.join(known)})")
+    files = [t for t in args.targets if t.endswith(".py") or os.sep in t or os.path.exists(t)]
     names = []
-    for v in (args.targets + args.variant) or ["all"]:
+    for t in files:
+        from chunkproof.fuzz.user import register
+        say = None if args.quiet else (lambda m: sys.stderr.write(f"chunkproof fuzz: {m}\n"))
+        names += register(t, progress=say)
+    given = [t for t in args.targets if t not in files] + args.variant
+    for v in given or ([] if files else ["all"]):
         names += known if v == "all" else [v]
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -114,16 +118,21 @@ def _replay(args, names, props):
 
 
 def cmd_fuzz(args):
+    from chunkproof.codegen.plan import Refused
     from chunkproof.derivations.loader import InputError
     from chunkproof.fuzz.cases import VARIANTS
-    names = _variants(args, VARIANTS)
     if args.examples < 1:
         raise InputError(f"--examples must be at least 1, got {args.examples}")
     props = list(dict.fromkeys(args.property)) or list(PROPERTY_NAMES)
     bad = [p for p in props if p not in PROPERTY_NAMES]
     if bad:
         raise InputError(f"unknown property {bad[0]!r} (properties: {', '.join(PROPERTY_NAMES)})")
-    _environment(args)
+    _environment(args)   # before a derivation file's kernels import triton
+    try:
+        names = _variants(args, VARIANTS)
+    except Refused as e:
+        sys.stderr.write(f"chunkproof fuzz: refused: {e}\n")
+        return EXIT_FAIL
     if args.replay:
         return _replay(args, names, props)
     from chunkproof.fuzz.campaign import Interrupted, run_campaign, save_failures, table
