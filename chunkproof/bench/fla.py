@@ -14,6 +14,10 @@ ENTRY = {
     "gated_delta_rule": ("fla.ops.gated_delta_rule", "chunk_gated_delta_rule"),
     "kda": ("fla.ops.kda", "chunk_kda"),
     "dplr_delta_rule": ("fla.ops.generalized_delta_rule", "chunk_dplr_delta_rule"),
+    "delta_rule": ("fla.ops.delta_rule", "chunk_delta_rule"),
+    "simple_gla": ("fla.ops.simple_gla", "chunk_simple_gla"),
+    "retention": ("fla.ops.retention", "chunk_retention"),
+    "rwkv6": ("fla.ops.rwkv6", "chunk_rwkv6"),
 }
 # our inputs arrive L2-normalised already (chunkproof.bench.inputs)
 DEFAULT_KWARGS = {"gated_delta_rule": {"use_qk_l2norm_in_kernel": False}}
