@@ -48,7 +48,8 @@ def default_program(deriv) -> str:
     program that is not a recurrence's own."""
     from chunkproof.codegen.variants import VARIANTS
     for v in VARIANTS:
-        if v.derivation == deriv.name and deriv.source == f"derivations/{v.derivation}.py":
+        if deriv.source == f"derivations/{v.derivation.replace('.', '/')}.py" \
+                and any(k.module == v.name for k in deriv.kernels):
             return v.program
     steps = {r.program.name for r in deriv.recurrences.values()}
     for p in deriv.programs.values():

@@ -12,7 +12,7 @@ from chunkproof.derivations.dsl import Derivation
 
 BUNDLED = ["gla", "gated_deltanet", "kda", "dplr"]   # module names under derivations/
 # the bundled derivations that declare kernels (derivations/kernel.py), in gen's order
-KERNEL_MODULES = BUNDLED + ["variants.delta_rule", "variants.simple_gla"]
+KERNEL_MODULES = BUNDLED + ["variants.delta_rule", "variants.simple_gla", "variants.retention", "variants.rwkv6"]
 NOTE_OF = {"gla": "003_c008d497ea0f70e6.txt", "gated_deltanet": "002_6404d08dac0301ed.txt",
            "kda": "001_ba6c617d0f1bc209.txt", "dplr": "000_cb349aeede08771a.txt"}
 # Every command names a variant as FLA does (gen and fuzz already did); the derivation
@@ -53,8 +53,9 @@ def bundled(names=None) -> List[Derivation]:
         try:
             mod = importlib.import_module(f"chunkproof.derivations.{n}")
         except Exception as e:  # noqa: BLE001 - a broken install must still say what broke
-            raise InputError(f"derivations/{n}.py: failed to import: {type(e).__name__}: {e}") from None
-        out.extend(_collect(mod, f"derivations/{n}.py"))
+            raise InputError(f"derivations/{n.replace('.', '/')}.py: failed to import: "
+                             f"{type(e).__name__}: {e}") from None
+        out.extend(_collect(mod, f"derivations/{n.replace('.', '/')}.py"))
     return out
 
 
