@@ -89,21 +89,22 @@ KNOWN = ("gla", "gated_delta_rule", "kda", "dplr_delta_rule")
 
 def bench_inputs(variant, B, T, H, D, dtype=torch.bfloat16, gate_dtype=torch.float32, device="cpu", seed=0):
     """fla_inputs for the variants it knows; for another generated variant, a draw from
-    its module's ARGS kinds in the same conventions (unit keys, log-sigmoid gates clamped
-    to >= -5, sigmoid per-head values), K = V = D."""
+    its module's ARGS kinds in the same conventions (unit keys, log-sigmoid log gates
+    clamped to >= -5 in the gate dtype, sigmoid per-head values), K = V = D."""
     if variant in KNOWN:
         return fla_inputs(variant, B, T, H, D, dtype, gate_dtype, device, seed)
-    from chunkproof.fuzz.cases import module
+    from chunkproof.fuzz.cases import log_gates, module
     gen = torch.Generator(device="cpu").manual_seed(seed)
     shapes = {"k": (B, T, H, D), "v": (B, T, H, D), "gate_k": (B, T, H, D), "gate_h": (B, T, H), "head": (B, T, H)}
+    logs = set(log_gates(variant))     # log_of() arguments and log-space inputs (simple GLA's g)
     out = {}
     for name, kind in module(variant).ARGS:
         x = torch.randn(*shapes[kind], generator=gen, dtype=torch.float32)
-        if kind == "k":
-            x = F.normalize(x, p=2, dim=-1)
-        elif kind in ("gate_k", "gate_h"):
+        if name in logs:
             x = F.logsigmoid(x).clamp_min(-5)
+        elif kind == "k":
+            x = F.normalize(x, p=2, dim=-1)
         elif kind == "head":
             x = torch.sigmoid(x)
-        out[name] = x.to(gate_dtype if kind.startswith("gate") else dtype).to(device)
+        out[name] = x.to(gate_dtype if name in logs else dtype).to(device)
     return out
