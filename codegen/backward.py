@@ -81,7 +81,9 @@ def _adjoints(plan: Plan, bwd) -> _Adjoints:
 
 
 def _grad_finals(bwd, named) -> List[Final]:
-    return [Final(f"g_{a}", subst_adjoints(c.rhs, named), c) for a, c in bwd["grads"].items()]
+    # a parameter argument's gradient: its claim gives chunk t's part (the wrapper sums them)
+    return [Final(f"g_{a}", subst_adjoints(c.rhs, named), c)
+            for a, c in list(bwd["grads"].items()) + list(bwd.get("param_grads", {}).items())]
 
 
 def _collect(plan: Plan, adj_defs, exprs, what, allow_state, given=()):

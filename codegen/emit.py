@@ -7,10 +7,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from chunkproof.derivations import ir
 from chunkproof.derivations.latex import to_latex
 from . import backward
 from .kernel_plan import Final, KernelPlan, Passed
-from .plan import Plan, unit_lower, var_names
+from .plan import Plan, param_bindings, param_names, unit_lower, var_names
 from .printer import CodegenError, TritonPrinter, Val
 
 
@@ -21,6 +22,7 @@ class Load:
     kind: str          # 'k' | 'v' | 'head' ; how the tensor is laid out
     log: bool          # the argument holds the log of the tile (gates)
     scaled: bool = False
+    f32: bool = False  # read in fp32 (an input that is already a log gate: it is summed and exponentiated)
 
 
 @dataclass
@@ -119,20 +121,44 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
     args = v.tile_of()
     rec = plan.deriv.recurrences[plan.deriv.program_recurrence[plan.program.name]]
     shapes = {i.seq: ("C", i.dim) for i in rec.inputs}
+    kinds = {i.seq: i.kind for i in rec.inputs}
     for t in plan.inputs:
         if t not in used:
             continue
         a = args[t]
         log = a.kind.startswith("gate")
-        st.loads.append(Load(t, a.name, layout(shapes[t]), log, scaled=(a.name == "q")))
+        loggate = kinds.get(t) == "loggate"
+        st.loads.append(Load(t, a.name, layout(shapes[t]), log, scaled=(a.name == "q"), f32=loggate))
         env[t] = Val(None, shapes[t], log=f"b_{t}_log", last=f"b_{t}_log_last") if log else \
-            Val(f"b_{t}", shapes[t], raw=(a.name != "q"))      # q is scaled on load
+            Val(f"b_{t}", shapes[t], raw=(a.name != "q" and not loggate))      # q is scaled on load
     if "S_prev" in used:
         env["S_prev"] = Val("b_s", ("Dv", "Dk"), raw=state_in_memory)
     for ld in extra_loads:
         if ld.tile in used:
             st.loads.append(ld)
     env.update(extra_env or {})
+    # the recurrence's parameters, as the kernel declaration binds them: a per-head gate
+    # by its log (a [1, 1] tile read from the [H] tensor the wrapper passes), a constant
+    binds = param_bindings(plan)
+    pused = set().union(set(), *(param_names(dmap[n]) for n in names), *(param_names(f.expr) for f in finals))
+    for pn in sorted(pused):
+        b = binds.get(pn)
+        if b is None:
+            raise CodegenError(f"{where}: parameter {pn} is read, and kernel {v.func} does not bind it "
+                               f"(kernel(..., params=...), derivations/kernel.py)")
+        if b.kind == "const":
+            env[pn] = Val(repr(float(b.value)), ("1", "1"))
+        elif b.kind == "head_arg":
+            shp = next(x.shape() for x in _walk_all(plan, dmap, names, finals)
+                       if isinstance(x, ir.Param) and x.name == pn)
+            if shp != ("Dk", "1"):
+                raise CodegenError(f"{where}: parameter {pn} is {shp[0]} x {shp[1]}; a parameter argument "
+                                   f"is a Dk x 1 tile per head ([H, K])")
+            st.loads.append(Load(pn, pn, "param_k", False))
+            env[pn] = Val(f"b_{pn}", shp)
+        else:
+            st.loads.append(Load(f"{pn}_log", f"in_{pn}_log", "param_h", False))
+            env[pn] = Val(None, ("1", "1"), log=f"b_{pn}_log")
     env.update({p.name: Val(f"b_{p.name}", p.expr.shape()) for p in kp.reads_passed})
     for r in kp.reads:
         # raw (exact in the input dtype) unless it is kept in fp32
@@ -184,6 +210,13 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
     live = set().union(written, *(_TILE.findall(ln.code) for ln in st.lines))
     st.loads = [ld for ld in st.loads if {f"b_{ld.tile}", f"b_{ld.tile}_log", f"b_{ld.tile}_log_last"} & live]
     return st
+
+
+def _walk_all(plan, dmap, names, finals):
+    for n in names:
+        yield from ir.walk(dmap[n])
+    for f in finals:
+        yield from ir.walk(f.expr)
 
 
 def _reuse_repeated_lines(lines: List[Line]) -> None:

@@ -32,7 +32,21 @@ class Refused(CodegenError):
 
 
 def var_names(e: ir.Expr) -> Set[str]:
-    return {n.name for n in ir.walk(e) if isinstance(n, ir.Var)}
+    """The tiles ``e`` reads; a recurrence's parameters (ir.Param) are not tiles: each
+    kernel binds them itself (param_names, derivations/kernel.py ParamBinding)."""
+    return {n.name for n in ir.walk(e) if isinstance(n, ir.Var) and not isinstance(n, ir.Param)}
+
+
+def param_names(e: ir.Expr) -> Set[str]:
+    return {n.name for n in ir.walk(e) if isinstance(n, ir.Param)}
+
+
+def param_bindings(plan) -> dict:
+    """name -> ParamBinding of the kernel the plan prints (its declaration's params)."""
+    for k in plan.deriv.kernels:
+        if k.module == plan.variant.name:
+            return {p.name: p for p in k.params}
+    return {}
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,29 @@ class Plan:
     diagonal: Set[str] = field(default_factory=set)
     state_stage: Optional[StageNames] = None   # the state scan
     out_stage: Optional[StageNames] = None     # the output kernel
+
+    @property
+    def param_logs(self) -> list:
+        """The per-head parameters the wrapper passes as their logs ([H] fp32), in name order."""
+        return [p for _, p in sorted(param_bindings(self).items()) if p.kind == "head_log"]
+
+    @property
+    def param_log_tiles(self) -> list:
+        """What the kernels read the per-head parameters' logs as (in_<name>_log, fp32)."""
+        return [f"{p.name}_log" for p in self.param_logs]
+
+    @property
+    def param_args(self) -> list:
+        """The parameters passed as tensor arguments (after the tiles'), in declaration order."""
+        return [p for p in param_bindings(self).values() if p.kind == "head_arg"]
+
+    @property
+    def param_arg_names(self) -> list:
+        return [p.name for p in self.param_args]
+
+    @property
+    def param_args_spec(self) -> str:
+        return repr(tuple((p.name, "param_k") for p in self.param_args))
 
 
 def _claim(deriv: Derivation, cid: str) -> Claim:
@@ -145,6 +182,12 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
         need(e)
     defs = [(n, final.get(n, e)) for n, e in prog.defs if n in needed or n in final]
     plan = Plan(v, deriv, prog, {"O": oc, "S": sc}, defs, inputs)
+    binds = param_bindings(plan)
+    for n, e in defs:
+        for pn in sorted(param_names(e) - set(binds)):
+            raise CodegenError(f"program {prog.name}: {n} reads parameter {pn}, which kernel {v.func} does not "
+                               f"bind (kernel(..., params=dict({pn}=per_head_log(...), const(...) or head_arg(grad=...))), "
+                               f"derivations/kernel.py)")
     plan.diagonal = {n for n, e in defs if isinstance(e, ir.DiagM)}
 
     dmap = dict(defs)
@@ -282,7 +325,18 @@ def backward_claims(v: Variant, deriv: Optional[Derivation] = None, check=True, 
     unknown = set(spec["grads"]) - {a.name for a in v.args}
     if unknown:
         raise CodegenError(f"variant {v.name}: gradient claims for unknown arguments {sorted(unknown)}")
-    claims = [out["dS"], out["dS_prev"], *out["grads"].values(), *out["inner"]]
+    out["param_grads"] = {}
+    for pb in param_bindings(Plan(v, deriv, prog, {}, [], [])).values():
+        if pb.kind != "head_arg":
+            continue
+        c = _claim(deriv, pb.grad)
+        lhs = c.lhs
+        if not (isinstance(lhs, ir.Adj) and lhs.var.name == pb.name and isinstance(lhs.var, ir.Param)
+                and c.blocks == "all"):
+            raise CodegenError(f"claim {pb.grad} is named as the gradient of parameter {pb.name}, but does not "
+                               f"give chunk t's part of its adjoint (every chunk, blocks='all')")
+        out["param_grads"][pb.name] = c
+    claims = [out["dS"], out["dS_prev"], *out["grads"].values(), *out["inner"], *out["param_grads"].values()]
     for c in claims:
         if c.program != v.program:
             raise CodegenError(f"claim {c.id} is about program {c.program}, not the kernel's {v.program}")

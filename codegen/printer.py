@@ -225,6 +225,15 @@ class TritonPrinter(Visitor):
             return self.factor(a, b.log, e.b.shape(), e.shape())
         if a.log is not None:
             return self.factor(b, a.log, e.a.shape(), e.shape())
+        # a tile times a gate factor, times a sum or masked product: the factor is moved
+        # onto the other operand's parts, where it meets their own factors (X exp(f) ⊙ Y =
+        # X ⊙ (exp(f) ⊙ Y)), so that no overflowed part is multiplied by an underflowed one
+        for x, y in ((a, b), (b, a)):
+            if x.fac is not None and x.code is not None and not x.terms and x.mix is None \
+                    and _structured(y) and x.facshape == e.shape():
+                fy = self.factor(y, x.fac, x.facshape, e.shape())
+                xc = f"{x.code}.to(tl.float32)" if x.raw else x.code
+                return Val(f"({xc} * {self.dense(fy)})", e.shape())
         return Val(f"({self.dense(a)} * {self.dense(b)})", e.shape())
 
     def visit_HDiv(self, e):
@@ -409,6 +418,10 @@ class TritonPrinter(Visitor):
                 return self.factor(a, _t(b.log), ("1", e.b.shape()[1]), shape)
         else:
             a = self.p(e.a)
+        if isinstance(e.a, ir.Ones) and e.a.cols == "1" and b.log is not None and b.code is None \
+                and not b.diag and not a.diag:
+            # 1 gamma: a column of one positive scalar (a parameter's gate), kept in log space
+            return Val(None, shape, log=f"({a.code} * {b.log})")
         if a.diag and a.log is not None and not b.diag:
             x = e.b
             if isinstance(x, (ir.Add, ir.Sub)):

@@ -14,6 +14,10 @@ log (FLA's log-space gates), and its gradient is the log gate's, delta tile . ti
 The backward is printed from the adjoint claims named in ``backward`` (keys dS, dS_prev,
 grads, inner: docs/gen.md), or, where ``backward`` is left out, from the derivation's
 own adjoint claims of that program, picked by what each one's left-hand side is.
+The recurrence's parameters (ir.Param) are bound by ``params``: ``per_head_log(code)`` (a
+fixed per-head gate by its log, RetNet's gamma), ``const(value)`` (tau = 1 where FLA's
+scale multiplies q), ``head_arg(grad=claim)`` (an [H, K] argument after the tiles' ones,
+RWKV-6's u, whose gradient the claim gives per chunk and the wrapper sums).
 Everything is checked again when the kernel is printed; this module only records.
 """
 from __future__ import annotations
@@ -27,6 +31,37 @@ from .dsl import DeclarationError, Derivation, Program
 LAYOUT = {("C", "Dk"): "k", ("C", "Dv"): "v", ("C", "1"): "head"}
 LOG_LAYOUT = {("C", "Dk"): "gate_k", ("C", "1"): "gate_h"}
 BACKWARD_KEYS = ("dS", "dS_prev", "grads", "inner")
+PARAM_KINDS = ("head_log", "const", "head_arg")
+
+
+@dataclass(frozen=True)
+class ParamBinding:
+    """How a kernel gets a parameter of the recurrence (``ir.Param``), with no gradient:
+    ``head_log``: a per-head scalar gate given by its log, ``code`` a torch expression in
+    ``h`` (float64 head indices, shape [H]) that the wrapper and the oracle evaluate (FLA's
+    retention: log(1 - 2^(-5-h))); ``const``: the number ``value`` (tau = 1 where FLA's
+    ``scale`` already multiplies q, which is the same function: the outputs are linear in q);
+    ``head_arg``: a tensor argument of the public function after the tiles' ones, one value
+    per head (a Dk x 1 parameter is [H, K], as FLA's u), whose gradient is printed from
+    claim ``grad``: chunk t's part of the parameter's adjoint, which the wrapper sums over
+    chunks and batch."""
+    name: str
+    kind: str
+    code: str = ""
+    value: float = 1.0
+    grad: str = ""
+
+
+def per_head_log(code: str) -> ParamBinding:
+    return ParamBinding("", "head_log", code=code)
+
+
+def const(value: float) -> ParamBinding:
+    return ParamBinding("", "const", value=float(value))
+
+
+def head_arg(grad: str) -> ParamBinding:
+    return ParamBinding("", "head_arg", grad=grad)
 
 
 @dataclass(frozen=True)
@@ -59,6 +94,7 @@ class Kernel:
     module: str = ""                   # generated_kernels/<module>.py
     doc: str = ""                      # the recurrence in FLA's terms, for docstrings
     derivation: str = field(default="", compare=False)
+    params: Tuple[ParamBinding, ...] = ()   # the recurrence's parameters, bound (no gradient)
 
 
 def _module_of(func: str) -> str:
@@ -103,7 +139,7 @@ def _arg(deriv: Derivation, name: str, bound, prog: Program) -> KernelArg:
 
 def kernel(deriv: Derivation, func: str, program, outputs: str, state: str,
            args: Dict[str, object], backward: Optional[Dict[str, object]] = None,
-           doc: str = "") -> Kernel:
+           doc: str = "", params: Optional[Dict[str, ParamBinding]] = None) -> Kernel:
     """Declare ``func`` (FLA's name) as printed from ``program``; see the module's doc."""
     if isinstance(program, str):
         program = deriv.programs.get(program, program)
@@ -118,8 +154,16 @@ def kernel(deriv: Derivation, func: str, program, outputs: str, state: str,
         if unknown:
             raise DeclarationError(f"kernel {func}: backward has unknown key(s) {', '.join(unknown)} "
                                    f"(the keys: {', '.join(BACKWARD_KEYS)})")
+    pbound = []
+    for pn, pb in (params or {}).items():
+        if not isinstance(pb, ParamBinding) or pb.kind not in PARAM_KINDS:
+            raise DeclarationError(f"kernel {func}: parameter {pn} binds to per_head_log(...) or const(...), "
+                                   f"got {pb!r}")
+        if not pn.isidentifier() or pn in args:
+            raise DeclarationError(f"kernel {func}: parameter {pn!r} is not an identifier or clashes with an argument")
+        pbound.append(ParamBinding(pn, pb.kind, pb.code, pb.value, pb.grad))
     k = Kernel(func, program.name, outputs, state, bound, dict(backward) if backward else None,
-               _module_of(func), doc or deriv.title, deriv.name)
+               _module_of(func), doc or deriv.title, deriv.name, tuple(pbound))
     if any(o.module == k.module for o in deriv.kernels):
         raise DeclarationError(f"derivation {deriv.name} declares kernel {func} twice")
     deriv.kernels.append(k)

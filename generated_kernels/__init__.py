@@ -8,6 +8,8 @@ FLA-compatible API, each returning (o, final_state):
     chunk_dplr_delta_rule  (dplr_delta_rule.py, from chunkproof.derivations/dplr.py)
     chunk_delta_rule  (delta_rule.py, from chunkproof.derivations/variants/delta_rule.py)
     chunk_simple_gla  (simple_gla.py, from chunkproof.derivations/variants/simple_gla.py)
+    chunk_retention  (retention.py, from chunkproof.derivations/variants/retention.py)
+    chunk_rwkv6  (rwkv6.py, from chunkproof.derivations/variants/rwkv6.py)
 """
 from .gla import chunk_gla
 from .gated_delta_rule import chunk_gated_delta_rule
@@ -15,5 +17,7 @@ from .kda import chunk_kda
 from .dplr_delta_rule import chunk_dplr_delta_rule
 from .delta_rule import chunk_delta_rule
 from .simple_gla import chunk_simple_gla
+from .retention import chunk_retention
+from .rwkv6 import chunk_rwkv6
 
-__all__ = ["chunk_gla", "chunk_gated_delta_rule", "chunk_kda", "chunk_dplr_delta_rule", "chunk_delta_rule", "chunk_simple_gla"]
+__all__ = ["chunk_gla", "chunk_gated_delta_rule", "chunk_kda", "chunk_dplr_delta_rule", "chunk_delta_rule", "chunk_simple_gla", "chunk_retention", "chunk_rwkv6"]

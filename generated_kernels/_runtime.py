@@ -17,7 +17,7 @@ MAX_HEAD_DIM = 256
 
 _DTYPES = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 _SHAPES = {"k": "[B, T, H, K]", "v": "[B, T, H, V]", "gate_k": "[B, T, H, K]", "gate_h": "[B, T, H]",
-           "head": "[B, T, H]"}
+           "head": "[B, T, H]", "param_k": "[H, K]"}
 
 
 @triton.jit
@@ -342,7 +342,7 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state):
         _fail(func, f"v must be [B, T, H, V] = [{B}, {T}, {H}, V] to match q, got {tuple(v.shape)}")
     V = v.shape[3]
     want = {"k": (B, T, H, K), "v": (B, T, H, V), "gate_k": (B, T, H, K), "gate_h": (B, T, H),
-            "head": (B, T, H)}
+            "head": (B, T, H), "param_k": (H, K)}
     for name, kind in spec:
         t = named[name]
         if tuple(t.shape) != want[kind]:
@@ -356,7 +356,7 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state):
         _fail(func, f"q has dtype {q.dtype}; supported: float32, bfloat16, float16")
     for name, kind in spec:
         t = named[name]
-        if kind in ("gate_k", "gate_h", "head"):
+        if kind in ("gate_k", "gate_h", "head", "param_k"):
             if t.dtype not in _DTYPES:
                 _fail(func, f"{name} has dtype {t.dtype}; supported: float32, bfloat16, float16")
         elif t.dtype != q.dtype:

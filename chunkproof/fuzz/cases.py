@@ -133,5 +133,11 @@ def generic_inputs(name, B, T, H, K, V, seed, dtype=torch.float32, device="cpu",
             if has_beta and a.tile == "K":
                 x = F.normalize(x, dim=-1)
         ref[a.name] = x.to(dtype).to(device)
+    # the kernel's parameter arguments (a Dk x 1 parameter per head, as RWKV-6's u: [H, K]),
+    # after the tiles' ones
+    from .oracle import param_args
+    extra = param_args(v)
+    for n in extra:
+        ref[n] = r(H, K).to(dtype).to(device)
     state = r(B, H, K, V).to(torch.float32).to(device) if h0 else None
-    return tuple(ref[a.name] for a in v.args), ref, state
+    return tuple(ref[a.name] for a in v.args) + tuple(ref[n] for n in extra), ref, state

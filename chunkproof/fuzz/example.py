@@ -56,8 +56,14 @@ class Example:
 
 
 def uses_beta(variant):
-    # dplr draws its a, b from beta too (a = -beta u)
-    return variant in ("gated_delta_rule", "kda", "dplr_delta_rule")
+    # dplr draws its a, b from beta too (a = -beta u); any other variant, where its
+    # recurrence has a beta-kind input (the delta rules')
+    if variant in ("gated_delta_rule", "kda", "dplr_delta_rule"):
+        return True
+    from chunkproof.codegen.variants import BY_NAME
+    from .oracle import recurrence_of
+    v = BY_NAME.get(variant)
+    return v is not None and any(i.kind == "beta" for i in recurrence_of(v)[0].inputs)
 
 
 _TYPES = {f.name: f.type for f in fields(Example)}

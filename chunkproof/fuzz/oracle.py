@@ -103,12 +103,51 @@ def recurrence_of(v):
     return rec, {i.seq: i for i in rec.inputs}
 
 
+def bound_params(v, H, device=None):
+    """name -> value of the recurrence's parameters as kernel ``v``'s declaration binds
+    them (derivations/kernel.py ParamBinding), float64, broadcasting over [B, H, r, c]:
+    a per-head gate exp(code(h)) is [1, H, 1, 1], a constant a scalar."""
+    from chunkproof.codegen.plan import derivation_of
+    key = (v.derivation, v.name)
+    if key not in _LOADED:
+        _LOADED[key] = derivation_of(v)
+    out = {}
+    for k in _LOADED[key].kernels:
+        if k.module != v.name:
+            continue
+        for p in k.params:
+            if p.kind == "head_arg":
+                continue      # an argument of the kernel: run() takes it from the inputs
+            if p.kind == "head_log":
+                h = torch.arange(H, dtype=torch.float64)
+                val = torch.exp(eval(p.code, {"torch": torch, "h": h}))   # noqa: S307 (the declaration's own code)
+                out[p.name] = val.to(device).reshape(1, H, 1, 1)
+            else:
+                out[p.name] = torch.tensor(float(p.value), dtype=torch.float64, device=device)
+    return out
+
+
+def param_args(v):
+    """The names of kernel ``v``'s parameter arguments (head_arg bindings), in order."""
+    from chunkproof.codegen.plan import derivation_of
+    key = (v.derivation, v.name)
+    if key not in _LOADED:
+        _LOADED[key] = derivation_of(v)
+    return [p.name for k in _LOADED[key].kernels if k.module == v.name for p in k.params if p.kind == "head_arg"]
+
+
 def run(v, inputs, scale=None, initial_state=None, params=None):
     """o [B, T, H, V] and the final state [B, H, K, V] of variant ``v``'s recurrence, in
-    float64, differentiable.  ``inputs``: argument name -> tensor, FLA's layout."""
+    float64, differentiable.  ``inputs``: argument name -> tensor, FLA's layout.
+    ``params``: values of the recurrence's parameters; those not given take the kernel
+    declaration's bindings (bound_params)."""
     rec, by_tile = recurrence_of(v)
     q = inputs[v.args[0].name]
     B, T, H, K = q.shape
+    params = dict(bound_params(v, H, q.device), **(params or {}))
+    for n in param_args(v):
+        if n in inputs and n not in params:      # [H, K]: a Dk x 1 value per head
+            params[n] = inputs[n].to(torch.float64).reshape(1, H, -1, 1)
     steps = {}
     for a in v.args:
         x = inputs[a.name].to(torch.float64)

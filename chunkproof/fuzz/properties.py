@@ -78,6 +78,12 @@ def names(ex):
     return [n for n, _ in module(ex.variant).ARGS]
 
 
+def per_token(ex):
+    """The arguments with a time axis; the others (a parameter per head, RWKV-6's u
+    [H, K]) are whole in every call and their gradients sum over all tokens."""
+    return [kind != "param_k" for _, kind in module(ex.variant).ARGS]
+
+
 def leaves_of(args, state):
     return [a.detach().clone().requires_grad_() for a in args], \
         (None if state is None else state.detach().clone().requires_grad_())
@@ -148,8 +154,8 @@ def extreme_gates(ex):
     return matches_fp64(ex)
 
 
-def _cut(x, lo, hi):
-    return x[:, lo:hi].contiguous()
+def _cut(x, lo, hi, timed=True):
+    return x[:, lo:hi].contiguous() if timed else x
 
 
 def causality(ex):
@@ -158,20 +164,25 @@ def causality(ex):
     args, _, state = ex.inputs()
     other, _, _ = ex.inputs(seed_offset=1)
     p = ex.split
-    mixed = tuple(torch.cat([a[:, :p], b[:, p:]], dim=1) for a, b in zip(args, other))
+    timed = per_token(ex)
+    mixed = tuple(torch.cat([a[:, :p], b[:, p:]], dim=1) if t else a for a, b, t in zip(args, other, timed))
     do, dht = cotangents(ex)
     do[:, p:] = 0
     dht = torch.zeros_like(dht)
     o1, _, g1 = run_grad(ex, args, state, do, dht)
     o2, _, g2 = run_grad(ex, mixed, state, do, dht)
     errs = {"o": rel_rms(o2[:, :p], o1[:, :p].to(torch.float64))}
-    before = _grad_diffs({n: g2[n][:, :p] for n in names(ex)}, {n: g1[n][:, :p] for n in names(ex)},
-                         [a[:, :p] for a in args], ex)
+    tok = [n for n, t in zip(names(ex), timed) if t]
+    # a per-head argument's gradient sums over tokens whose dO is 0 from p on: unchanged
+    before = _grad_diffs({n: g2[n][:, :p] if n in tok else g2[n] for n in names(ex)},
+                         {n: g1[n][:, :p] if n in tok else g1[n] for n in names(ex)},
+                         [a[:, :p] if t else a for a, t in zip(args, timed)], ex)
     floor = 1e-3 * max(float(g1[n].double().norm()) for n in names(ex))
     for n in names(ex):
         scale = max(float(g1[n].double().norm()), floor, 1e-30)
         errs["d" + n] = before[n]
-        errs["d" + n + " after p"] = _scaled(n, float(g2[n][:, p:].double().norm()) / scale)
+        if n in tok:
+            errs["d" + n + " after p"] = _scaled(n, float(g2[n][:, p:].double().norm()) / scale)
     worst = max(errs.values())
     return worst, tolerance(ex.dtype, 1e-5, 1e-2), \
         f"changing the tokens from p={p} on moved, before p (after p: size of the gradient): " + \
@@ -190,8 +201,9 @@ def split_sequence(ex):
     with torch.enable_grad(), _setup(ex.variant, False):
         f = kernel(ex.variant)
         # the first call's final state is what the second starts from: always asked for
-        oa, sa = f(*(_cut(a, 0, p) for a in leaves), initial_state=h0, output_final_state=True)
-        ob, sb = f(*(_cut(a, p, T) for a in leaves), initial_state=sa, output_final_state=ex.fs)
+        timed = per_token(ex)
+        oa, sa = f(*(_cut(a, 0, p, t) for a, t in zip(leaves, timed)), initial_state=h0, output_final_state=True)
+        ob, sb = f(*(_cut(a, p, T, t) for a, t in zip(leaves, timed)), initial_state=sa, output_final_state=ex.fs)
         gs = grads_of((torch.cat([oa, ob], dim=1), sb), (do, dht), leaves, h0, names(ex))
     errs = {"o": rel_rms(torch.cat([oa, ob], dim=1), o.to(torch.float64))}
     if ex.fs:

@@ -77,8 +77,11 @@ def grad_errors(grads, want, inputs):
     gk is the reference's g) against reference_grads' `want`.  The scale is the
     reference's own norm, but at least 1e-3 of the largest reference gradient (a gradient
     that is 0 in exact arithmetic, like the gate's at T = 1 without h0, cancels only to
-    rounding) and, for a log-gate gradient, at least gate_grad_scale."""
+    rounding) and, for a log-gate gradient, at least gate_grad_scale.  Where every
+    reference gradient is 0 the errors are absolute."""
     floor = 1e-3 * max(float(w.norm()) for w in want.values())
+    if floor == 0.0:   # every reference gradient is 0 (beta = 0, no state): absolute errors
+        floor = 1.0
     gfloor = max(floor, gate_grad_scale(inputs, want))
     out = {}
     for n, g in grads.items():

@@ -19,6 +19,7 @@ from chunkproof.derivations import recurrences as R
 from chunkproof.derivations.dsl import (DO, S_PREV, Derivation, Notebook, Program, adj, cumprod, diag,
                                         inv, last_row, ones, revcumsum, shift, sum_blocks, tile, tril)
 from chunkproof.derivations.ir import Inner, PlaceLast, Truth
+from chunkproof.derivations.kernel import const, kernel, per_head_log
 
 D = Derivation("retention", "RetNet (retention): chunkwise forward and backward, decay and scale as parameters",
                "retention.py")
@@ -105,3 +106,11 @@ nb.adjoint("retention.dgamma_qk", r"\gamma \delta \gamma = \sum_t \mathbf{1}^\to
            blocks="first", what="delta gamma from the true dQ, dK, dS")
 
 DERIVATION = D
+
+# the kernel printed from this derivation (FLA's chunk_retention): gamma_h = 1 - 2^(-5-h),
+# as FLA computes it, a per-head scalar gate known by its log; FLA's scale multiplies q
+# (the outputs are linear in q), so tau is 1 here; neither takes a gradient
+kernel(D, "chunk_retention", P, outputs="retention.O", state="retention.S",
+       args=dict(q="Q", k="K", v="V"),
+       params=dict(gamma=per_head_log("torch.log1p(-torch.exp2(-5.0 - h))"), scale=const(1.0)),
+       doc="S_t = gamma_h S_{t-1} + v_t k_t^T,  o_t = S_t q_t  (gamma_h = 1 - 2^(-5-h), per head)")

@@ -32,6 +32,7 @@ from chunkproof.derivations.dsl import (DO, S_PREV, Derivation, Notebook, Progra
                                         exp, last_row, ones, revcumsum, row, shift, sum_blocks, tile,
                                         tril)
 from chunkproof.derivations.ir import DiagV, PlaceLast, Truth
+from chunkproof.derivations.kernel import head_arg, kernel
 
 D = Derivation("rwkv6", "RWKV-6: per-channel log decay and bonus u, chunkwise forward and backward",
                "rwkv6.py")
@@ -69,6 +70,8 @@ nb.forward("rwkv6.O", r"\mathbf{O}_{[t]} = \overleftarrow{\mathbf{Q}} \mathbf{S}
            what="chunk outputs")
 nb.forward("rwkv6.S", r"\mathbf{S}_{[t]} = (\mathbf{S}_{[t-1]} + \mathbf{V}^\top \overrightarrow{\mathbf{K}}) \text{Diag}(\exp \boldsymbol{g}^C)",
            Truth("state", "t*C+C"), (S_PREV + V.T @ Kr) @ diag(exp(gC)), PR, what="state after the chunk")
+nb.forward("rwkv6.O_A", r"\mathbf{O}_{[t]} = \overleftarrow{\mathbf{Q}} \mathbf{S}_{[t-1]}^\top + \mathbf{A} \mathbf{V}",
+           Truth("outs"), Ql @ S_PREV.T + Aqk @ V, PR, what="chunk outputs through FLA's A (the kernel's form)")
 # the stable forms: FLA's scores exp(G^e_i - G^c_j) (i > j: a sum of decays, <= 0) and keys
 # decayed to the chunk's end
 nb.identity("rwkv6.decay", r"(\overleftarrow{\mathbf{Q}} \overrightarrow{\mathbf{K}}^\top)_{ij} = \sum_d q_{id} k_{jd} \exp(G^e_{id} - G^c_{jd})",
@@ -124,3 +127,11 @@ nb.adjoint("rwkv6.du", r"\delta \boldsymbol{u} = \sum_t (\mathbf{Q}_{[t]} \odot 
            adj(u), sum_blocks((Q * K).T @ ((DO * V) @ ONES_V)), PR, blocks="first")
 
 DERIVATION = D
+
+# the kernel printed from this derivation (FLA's chunk_rwkv6(r, k, v, w, u): r is q here,
+# the first argument, which FLA's scale multiplies); u, [H, K], is an argument with its
+# gradient, printed per chunk from rwkv6.du_chunk and summed over chunks and batch
+kernel(D, "chunk_rwkv6", P, outputs="rwkv6.O_A", state="rwkv6.S_stable",
+       args=dict(q="Q", k="K", v="V", w="G"), params=dict(u=head_arg(grad="rwkv6.du_chunk")),
+       backward=dict(grads=dict(w="rwkv6.dw_qk")),
+       doc="o_t = S_{t-1} q_t + (q_t^T (u . k_t)) v_t,  S_t = S_{t-1} Diag(exp(w_t)) + v_t k_t^T  (w log decay)")
