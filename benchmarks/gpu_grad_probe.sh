@@ -2,10 +2,7 @@
 # benchmarks/cuda_grad_probe.py on the GPU machine, each variant in its own process.
 set -u
 cd "$(dirname "$0")/.."
-OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl .whl/test/*.whl > "$OUT/setup.log" 2>&1
-export PYTHONPATH=/tmp/site
-python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >> "$OUT/setup.log" 2>&1
+. benchmarks/gpu_setup.sh
 S1="B=2 T=2 H=1 K=73 V=16 beta=zero seed=7134646"
 S2="B=2 T=2 H=1 K=73 V=16 beta=random seed=7134646"
 S3="B=2 T=2 H=1 K=64 V=16 beta=zero seed=7134646"
