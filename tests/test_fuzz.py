@@ -353,3 +353,21 @@ def test_gpu_properties_forward_and_backward(name, prop, dtype):
         pytest.fail("pytest -m gpu needs CUDA and TRITON_INTERPRET unset")
     ok, err, tol, rec = check(Example(name, prop, "cuda", dtype, **GPU_EXAMPLES[prop]))
     assert ok, f"{rec['example']}: {rec['detail']} (error {err:.2e} > {tol:.1e})"
+
+
+def test_poisoned_buffers_catch_a_write_past_the_end():
+    # the guard tail of poisoned_outputs' buffers: a kernel that stores 4 elements past an
+    # 8-element buffer (under the interpreter, which writes through, as the GPU does)
+    import triton
+    import triton.language as tl
+    from chunkproof.fuzz.properties import _PoisonedTorch
+
+    @triton.jit
+    def past_end(p, N: tl.constexpr):
+        o = tl.arange(0, N)
+        tl.store(p + o + 4, o.to(tl.float32))
+    pt = _PoisonedTorch()
+    t = pt.empty(2, 4)
+    assert torch.isnan(t).all() and pt.overwritten() == []
+    past_end[(1,)](t, N=8)
+    assert pt.overwritten() == [((2, 4), 4)]

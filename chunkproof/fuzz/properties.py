@@ -28,18 +28,30 @@ def tolerance(dtype, fp32, low):
     return fp32 if dtype == "fp32" else low
 
 
+GUARD = 1024         # elements after each buffer that no kernel may write
+GUARD_VALUE = 12345.0
+
+
 class _PoisonedTorch:
-    """torch, except that empty / empty_like return NaN-filled float tensors: a kernel
-    that leaves part of an output unwritten then shows NaN there."""
+    """torch, except that empty / empty_like return NaN-filled float tensors, each the
+    head of a larger allocation whose tail (GUARD elements of GUARD_VALUE) no kernel may
+    write: a kernel that leaves part of an output unwritten then shows NaN there, one
+    that writes past a buffer's end shows a changed guard (``overwritten``)."""
+
+    def __init__(self):
+        self.guarded = []
 
     def __getattr__(self, name):
         return getattr(torch, name)
 
-    @staticmethod
-    def _poison(t):
-        if t.is_floating_point():
-            t.fill_(float("nan"))
-        return t
+    def _poison(self, t):
+        if not t.is_floating_point():
+            return t
+        base = torch.full((t.numel() + GUARD,), GUARD_VALUE, dtype=t.dtype, device=t.device)
+        out = base[:t.numel()].view(t.shape)
+        out.fill_(float("nan"))
+        self.guarded.append((base, t.numel(), tuple(t.shape)))
+        return out
 
     def empty(self, *a, **k):
         return self._poison(torch.empty(*a, **k))
@@ -47,14 +59,22 @@ class _PoisonedTorch:
     def empty_like(self, *a, **k):
         return self._poison(torch.empty_like(*a, **k))
 
+    def overwritten(self):
+        """[(shape, how many guard elements changed)] of the buffers written past their end."""
+        return [(shape, int((base[n:] != GUARD_VALUE).sum())) for base, n, shape in self.guarded
+                if bool((base[n:] != GUARD_VALUE).any())]
+
 
 @contextlib.contextmanager
-def _setup(variant, poison):
-    """The module's torch NaN-poisoned (``poison``) for the block."""
+def _setup(variant, poison, seen=None):
+    """The module's torch NaN-poisoned and guarded (``poison``) for the block; ``seen``
+    (a list) receives the poisoned torch, to read its guards after."""
     mod = module(variant)
     old_torch = mod.torch
     if poison:
         mod.torch = _PoisonedTorch()
+        if seen is not None:
+            seen.append(mod.torch)
     try:
         yield
     finally:
@@ -97,10 +117,10 @@ def grads_of(outputs, cotans, leaves, h0, arg_names):
     return dict(zip(arg_names + (["initial_state"] if h0 is not None else []), gs))
 
 
-def run_grad(ex: Example, args, state, do, dht, poison=False):
+def run_grad(ex: Example, args, state, do, dht, poison=False, seen=None):
     """(o, final state or None, {name: gradient}) through the public function's autograd."""
     leaves, h0 = leaves_of(args, state)
-    with torch.enable_grad(), _setup(ex.variant, poison):
+    with torch.enable_grad(), _setup(ex.variant, poison, seen):
         o, ht = kernel(ex.variant)(*leaves, initial_state=h0, output_final_state=ex.fs)
         grads = grads_of((o, ht), (do, dht), leaves, h0, names(ex))
     return o.detach(), (None if ht is None else ht.detach()), grads
@@ -215,12 +235,17 @@ def split_sequence(ex):
 
 
 def poisoned_outputs(ex):
-    # every output and gradient buffer is written: NaN-filled buffers change nothing
+    # every output and gradient buffer is written, and nothing past a buffer's end:
+    # NaN-filled buffers change nothing, and their guard tails stay as they were
     args, _, state = ex.inputs()
     do, dht = cotangents(ex)
     o1, h1, g1 = run_grad(ex, args, state, do, dht)
-    o2, h2, g2 = run_grad(ex, args, state, do, dht, poison=True)
-    diffs = []
+    seen = []
+    o2, h2, g2 = run_grad(ex, args, state, do, dht, poison=True, seen=seen)
+    if ex.device == "cuda":
+        torch.cuda.synchronize()
+    diffs = [f"a buffer {list(shape)} written {k} elements past its end" for p in seen
+             for shape, k in p.overwritten()]
     pairs = [("o", o1, o2)] + ([("final state", h1, h2)] if ex.fs else []) + \
         [("d" + n, g1[n], g2[n]) for n in g1]
     for n, a, b in pairs:
@@ -229,7 +254,7 @@ def poisoned_outputs(ex):
             diffs.append(f"{n}: {int(nan.sum())} entries left unwritten (NaN)" if nan.any()
                          else f"{n}: differs between runs")
     return (math.inf if diffs else 0.0), 0.0, \
-        "; ".join(diffs) or "outputs and gradients identical with poisoned buffers"
+        "; ".join(diffs) or "outputs and gradients identical with poisoned buffers, no guard written"
 
 
 PROPERTIES = {f.__name__: f for f in (matches_fp64, extreme_gates, causality, split_sequence, poisoned_outputs)}
