@@ -234,6 +234,10 @@ class TritonPrinter(Visitor):
                 fy = self.factor(y, x.fac, x.facshape, e.shape())
                 xc = f"{x.code}.to(tl.float32)" if x.raw else x.code
                 return Val(f"({xc} * {self.dense(fy)})", e.shape())
+        if a.raw and b.raw:
+            # two tiles in their memory dtype: the product in fp32 (bf16 storage has no
+            # arithmetic under the interpreter, and a bf16 product would round)
+            return Val(f"({self.dense(a)}.to(tl.float32) * {self.dense(b)})", e.shape())
         return Val(f"({self.dense(a)} * {self.dense(b)})", e.shape())
 
     def visit_HDiv(self, e):

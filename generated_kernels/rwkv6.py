@@ -278,7 +278,7 @@ def _dgradv_kernel(q, k, v, w, do, u, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, 
     b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
     # vr2 = \left(\delta \mathbf{O}_{[t]} \odot \mathbf{V}\right) \mathbf{1} [claim rwkv6.dBu, rwkv6.py §chunk
     #   backward]
-    b_vr2 = tl.sum((b_dO * b_V) * tl.trans(tl.full((BV, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
+    b_vr2 = tl.sum((b_dO.to(tl.float32) * b_V) * tl.trans(tl.full((BV, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
     # vr3 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim rwkv6.dKr, rwkv6.py §chunk backward]
     b_vr3 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
     # vr4 = \text{diag}\left(\mathbf{S}_{[t]}^\top \delta \mathbf{S}_{[t]}\right) [claim rwkv6.dw_qk, rwkv6.py §input
