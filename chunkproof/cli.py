@@ -224,7 +224,7 @@ def build_parser():
     p.add_argument("--check", action="store_true",
                    help="write nothing; exit 1 if the checked-in files differ from what would be generated")
     p.add_argument("--variant", action="append", default=[],
-                   help="with --check: only this variant (gla, gated_delta_rule, kda, dplr_delta_rule)")
+                   help="with --check: only this bundled variant (its module name, e.g. gla, delta_rule)")
     p.add_argument("--out", help="output folder (default: the generated_kernels package; for a derivation "
                                  "file, <its name>_kernels beside it)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")

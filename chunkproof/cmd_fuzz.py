@@ -21,7 +21,8 @@ def add_parser(sub):
                    help="bundled variants to fuzz (like --variant), or derivation files: their kernels are "
                         "printed by chunkproof gen and fuzzed against their own recurrence")
     p.add_argument("--variant", action="append", default=[],
-                   help="gla, gated_delta_rule, kda, dplr_delta_rule or all (default all; repeatable)")
+                   help="a bundled variant (its module name: gla, delta_rule, rwkv6, ...) or all "
+                        "(default all; repeatable)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="cpu: Triton's interpreter at small shapes; cuda: compiled kernels at real shapes")
     p.add_argument("--examples", type=int, default=10,

@@ -52,7 +52,7 @@ class Picker:
         inner = [get(c, "inner") for c in named.get("inner", [])]
         self.fixed_inner = {c.lhs.var.name: c for c in inner if isinstance(c.lhs, ir.Adj)}
 
-    def _one(self, slot: str, pool: List[Claim], ok) -> Optional[Claim]:
+    def _one(self, pool: List[Claim], ok) -> Optional[Claim]:
         found = [c for c in pool if ok(c)]
         if len(found) > 1:
             found = [c for c in found if self.holds(c)] or found
@@ -77,7 +77,7 @@ class Picker:
         def slot(name, ok):
             if name in self.fixed:
                 return self.fixed[name]
-            c = self._one(name, own, ok) or self._one(name, list(derived), ok)
+            c = self._one(own, ok) or self._one(list(derived), ok)
             if c is not None and c in derived and c not in self.derived:
                 self.derived.append(c)
             return c
@@ -139,11 +139,16 @@ def _derived(deriv: Derivation, v) -> List[Claim]:
     return out
 
 
+def complete(v) -> bool:
+    """Whether ``v``'s declaration names every backward slot but the inner adjoints."""
+    named = v.backward or {}
+    return {"dS", "dS_prev", "grads"} <= set(named) and set(named["grads"]) == {a.name for a in v.args}
+
+
 def resolve(v, deriv: Derivation, check: bool = True):
     """``v`` with its backward claims named: as declared, or picked (see the module's doc).
     Returns (variant, the derived claims it uses)."""
-    named = v.backward or {}
-    if {"dS", "dS_prev", "grads"} <= set(named) and set(named["grads"]) == {a.name for a in v.args}:
+    if complete(v):
         return v, []
     if check:
         from chunkproof.verify.check import check as verify_claim

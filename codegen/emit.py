@@ -139,7 +139,7 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
     env.update(extra_env or {})
     # the recurrence's parameters, as the kernel declaration binds them: a per-head gate
     # by its log (a [1, 1] tile read from the [H] tensor the wrapper passes), a constant
-    binds = param_bindings(plan)
+    binds = param_bindings(plan.deriv, v.name)
     pused = set().union(set(), *(param_names(dmap[n]) for n in names), *(param_names(f.expr) for f in finals))
     for pn in sorted(pused):
         b = binds.get(pn)

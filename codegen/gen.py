@@ -104,8 +104,8 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None) -> Dict[
         if progress:
             named = v.backward or {}
             nb = len(named.get("grads", {})) + len(named.get("inner", [])) + len({"dS", "dS_prev"} & set(named))
-            more = f", {nb} named backward claims and the ones left to pick" if nb else \
-                ", the backward claims it picks"
+            left = "" if backward_pick.complete(v) else (" and the ones left to pick" if nb else "")
+            more = f", {nb} named backward claims{left}" if nb else ", the backward claims it picks"
             progress(f"checking claims {v.out_claim}, {v.state_claim}{more} and printing {v.name}.py")
         files[f"{v.name}.py"] = render_variant(v, env=env)
     files["_runtime.py"] = env.get_template("runtime.py.j2").render(max_head_dim=MAX_HEAD_DIM)

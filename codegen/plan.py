@@ -41,10 +41,10 @@ def param_names(e: ir.Expr) -> Set[str]:
     return {n.name for n in ir.walk(e) if isinstance(n, ir.Param)}
 
 
-def param_bindings(plan) -> dict:
-    """name -> ParamBinding of the kernel the plan prints (its declaration's params)."""
-    for k in plan.deriv.kernels:
-        if k.module == plan.variant.name:
+def param_bindings(deriv: Derivation, module: str) -> dict:
+    """name -> ParamBinding of kernel ``module`` (its declaration's params in ``deriv``)."""
+    for k in deriv.kernels:
+        if k.module == module:
             return {p.name: p for p in k.params}
     return {}
 
@@ -74,7 +74,7 @@ class Plan:
     @property
     def param_logs(self) -> list:
         """The per-head parameters the wrapper passes as their logs ([H] fp32), in name order."""
-        return [p for _, p in sorted(param_bindings(self).items()) if p.kind == "head_log"]
+        return [p for _, p in sorted(param_bindings(self.deriv, self.variant.name).items()) if p.kind == "head_log"]
 
     @property
     def param_log_tiles(self) -> list:
@@ -84,7 +84,7 @@ class Plan:
     @property
     def param_args(self) -> list:
         """The parameters passed as tensor arguments (after the tiles'), in declaration order."""
-        return [p for p in param_bindings(self).values() if p.kind == "head_arg"]
+        return [p for p in param_bindings(self.deriv, self.variant.name).values() if p.kind == "head_arg"]
 
     @property
     def param_arg_names(self) -> list:
@@ -182,12 +182,12 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
         need(e)
     defs = [(n, final.get(n, e)) for n, e in prog.defs if n in needed or n in final]
     plan = Plan(v, deriv, prog, {"O": oc, "S": sc}, defs, inputs)
-    binds = param_bindings(plan)
+    binds = param_bindings(deriv, v.name)
     for n, e in defs:
         for pn in sorted(param_names(e) - set(binds)):
-            raise CodegenError(f"program {prog.name}: {n} reads parameter {pn}, which kernel {v.func} does not "
-                               f"bind (kernel(..., params=dict({pn}=per_head_log(...), const(...) or head_arg(grad=...))), "
-                               f"derivations/kernel.py)")
+            raise CodegenError(f"program {prog.name}: {n} reads parameter {pn}, which kernel {v.func} does "
+                               f"not bind (kernel(..., params=dict({pn}=per_head_log(...), const(...) or "
+                               f"head_arg(grad=...))), derivations/kernel.py)")
     plan.diagonal = {n for n, e in defs if isinstance(e, ir.DiagM)}
 
     dmap = dict(defs)
@@ -326,7 +326,7 @@ def backward_claims(v: Variant, deriv: Optional[Derivation] = None, check=True, 
     if unknown:
         raise CodegenError(f"variant {v.name}: gradient claims for unknown arguments {sorted(unknown)}")
     out["param_grads"] = {}
-    for pb in param_bindings(Plan(v, deriv, prog, {}, [], [])).values():
+    for pb in param_bindings(deriv, v.name).values():
         if pb.kind != "head_arg":
             continue
         c = _claim(deriv, pb.grad)

@@ -92,15 +92,6 @@ def log_gates(name):
     return [a.name for a in v.args if a.kind.startswith("gate") or by_tile[a.tile].kind == "loggate"]
 
 
-def gate_like(name):
-    """Arguments whose gradients get the gates' tolerance: log gates and beta-kind inputs."""
-    from .oracle import recurrence_of
-    v = BY_NAME[name]
-    _, by_tile = recurrence_of(v)
-    return log_gates(name) + [a.name for a in v.args if by_tile[a.tile].kind in ("beta", "gate")
-                              and not a.kind.startswith("gate")]
-
-
 def generic_inputs(name, B, T, H, K, V, seed, dtype=torch.float32, device="cpu", h0=False,
                    gates="typical", beta="random"):
     """make_inputs for any generated variant, by what each argument binds to: log gates

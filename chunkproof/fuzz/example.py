@@ -58,7 +58,7 @@ class Example:
 def uses_beta(variant):
     # dplr draws its a, b from beta too (a = -beta u); any other variant, where its
     # recurrence has a beta-kind input (the delta rules')
-    if variant in ("gated_delta_rule", "kda", "dplr_delta_rule"):
+    if variant == "dplr_delta_rule":
         return True
     from chunkproof.codegen.variants import BY_NAME
     from .oracle import recurrence_of

@@ -92,13 +92,18 @@ class _Step:
 _LOADED = {}
 
 
-def recurrence_of(v):
-    """(recurrence, {tile: input}) of a generated variant (codegen/variants.Variant)."""
+def _derivation(v):
+    """The derivation that declares variant ``v``, loaded once per process."""
     from chunkproof.codegen.plan import derivation_of
     key = (v.derivation, v.name)
     if key not in _LOADED:
         _LOADED[key] = derivation_of(v)
-    d = _LOADED[key]
+    return _LOADED[key]
+
+
+def recurrence_of(v):
+    """(recurrence, {tile: input}) of a generated variant (codegen/variants.Variant)."""
+    d = _derivation(v)
     rec = d.recurrences[d.program_recurrence[v.program]]
     return rec, {i.seq: i for i in rec.inputs}
 
@@ -107,12 +112,8 @@ def bound_params(v, H, device=None):
     """name -> value of the recurrence's parameters as kernel ``v``'s declaration binds
     them (derivations/kernel.py ParamBinding), float64, broadcasting over [B, H, r, c]:
     a per-head gate exp(code(h)) is [1, H, 1, 1], a constant a scalar."""
-    from chunkproof.codegen.plan import derivation_of
-    key = (v.derivation, v.name)
-    if key not in _LOADED:
-        _LOADED[key] = derivation_of(v)
     out = {}
-    for k in _LOADED[key].kernels:
+    for k in _derivation(v).kernels:
         if k.module != v.name:
             continue
         for p in k.params:
@@ -129,11 +130,7 @@ def bound_params(v, H, device=None):
 
 def param_args(v):
     """The names of kernel ``v``'s parameter arguments (head_arg bindings), in order."""
-    from chunkproof.codegen.plan import derivation_of
-    key = (v.derivation, v.name)
-    if key not in _LOADED:
-        _LOADED[key] = derivation_of(v)
-    return [p.name for k in _LOADED[key].kernels if k.module == v.name for p in k.params if p.kind == "head_arg"]
+    return [p.name for k in _derivation(v).kernels if k.module == v.name for p in k.params if p.kind == "head_arg"]
 
 
 def run(v, inputs, scale=None, initial_state=None, params=None):
