@@ -130,7 +130,8 @@ def _derived(deriv: Derivation, v) -> List[Claim]:
     for c in claims:
         if isinstance(c.lhs, ir.Adj) and c.lhs.var.name in logs and _full(c.lhs, c.lhs.var.name):
             t = c.lhs.var
-            c = Claim(id=c.id + ".log", citation=c.citation, latex=c.latex, kind=c.kind,
+            # an adjoint claim's left side is an adjoint: this one relates two formulas
+            c = Claim(id=c.id + ".log", citation=c.citation, latex=c.latex, kind="identity",
                       lhs=ir.Had(c.lhs, t), rhs=ir.Had(c.rhs, t), program=c.program, blocks=c.blocks,
                       assume=c.assume, recurrence=c.recurrence)
         if not any(o.id == c.id for o in deriv.claims):
