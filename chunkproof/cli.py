@@ -154,6 +154,7 @@ def cmd_gen(args):
     from chunkproof.codegen.plan import Refused
     from chunkproof.codegen.printer import CodegenError
     from chunkproof.codegen.variants import BY_NAME, VARIANTS
+    from chunkproof.fuzz.precision_measure import Measure
     if args.target and args.variant:
         raise InputError("--variant picks among the bundled kernels; a derivation file prints all it declares")
     if args.target:
@@ -171,7 +172,11 @@ def cmd_gen(args):
         raise InputError(f"--out {out_dir}: exists and is not a folder")
     say = (lambda m: None) if args.quiet else (lambda m: sys.stderr.write(f"chunkproof gen: {m}\n"))
     try:
-        files = gen.render_all(variants, progress=say)
+        files = gen.render_all(variants, progress=say, out_dir=out_dir,
+                               measure=None if args.check else Measure)
+    except gen.StalePrecision as e:
+        sys.stderr.write(f"chunkproof gen --check: {e}; run `chunkproof gen` and commit the result\n")
+        return EXIT_FAIL
     except Refused as e:
         sys.stderr.write(f"chunkproof gen: refused: {e}\n")
         return EXIT_FAIL

@@ -52,6 +52,7 @@ class Stage:
     reads_passed: List[Stored] = field(default_factory=list)  # tiles an earlier backward kernel wrote
     writes_passed: List[Stored] = field(default_factory=list)  # tiles written for a later one
     finals: List[str] = field(default_factory=list)           # the final values printed (g_<arg>, ...)
+    gated: List[str] = field(default_factory=list)            # lines with a gated product taking GPREC
 
 
 def layout(shape) -> str:
@@ -165,13 +166,16 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
         env[r] = Val(None, dmap[r].shape(), log=f"b_{r}_log", last=f"b_{r}_log_last") if r in plan.logs else \
             Val(f"b_{r}", dmap[r].shape(), raw=not stored_fp32(plan, r))
     pr = TritonPrinter(env, lambda e: unit_lower(e, dmap, plan.diagonal), where, defs=dmap)
-    # Variant.gprec_tiles: the lines whose gated products take GPREC (none named: all)
-    gprec = lambda n: "GPREC" if not v.gprec_tiles or n in v.gprec_tiles else "PREC2"     # noqa: E731
+    # Variant.precise_lines: the lines whose gated products take GPREC (None: all)
+    gprec = lambda n: "GPREC" if v.precise_lines is None or n in v.precise_lines else "PREC2"     # noqa: E731
     lines: List[Line] = []
+    gated = []
     for n in names:
         e = dmap[n]
         pr.gprec = gprec(n)
         val = pr.p(e)
+        if pr.gprec == "GPREC" and "GPREC" in (val.code or "") + (val.fac or "") + (val.log or ""):
+            gated.append(n)
         cmt = f"{n} = {to_latex(e)}   [{kp.cites[n]}]" if n in kp.cites else f"{n} = {to_latex(e)}"
         if val.log is not None and val.code is None:
             lines.append(Line(cmt, f"b_{n}_log", val.log))
@@ -197,6 +201,8 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
         pr.gprec = gprec(f.name)
         lines.append(Line(f"{f.name} = {to_latex(f.expr)}   [claim {f.claim.id}, {f.claim.citation}]",
                           f"b_{f.name}", pr.code(f.expr)))
+        if pr.gprec == "GPREC" and "GPREC" in lines[-1].code:
+            gated.append(f.name)
     _reuse_repeated_lines(lines)
     st.writes_passed = [_stored(p, pr.dense(env[p.name])) for p in kp.writes_passed]
     st.reads_passed = [_stored(p) for p in kp.reads_passed]
@@ -207,6 +213,7 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
     for w in st.writes:
         written |= {f"b_{w}", f"b_{w}_log"}
     st.lines = _live(lines, written)
+    st.gated = [n for n in gated if any(ln.target.startswith(f"b_{n}") for ln in st.lines)]
     live = set().union(written, *(_TILE.findall(ln.code) for ln in st.lines))
     st.loads = [ld for ld in st.loads if {f"b_{ld.tile}", f"b_{ld.tile}_log", f"b_{ld.tile}_log_last"} & live]
     return st

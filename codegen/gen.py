@@ -1,13 +1,14 @@
 """`chunkproof gen`: print generated_kernels/ from the verified derivations."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from typing import Dict, List, Optional
 
 import jinja2
 
-from . import backward_pick, emit, wrap
+from . import backward_pick, emit, precision, wrap
 from .plan import backward_claims, build, load_variant
 from .printer import CodegenError
 from .tiling import Tiling
@@ -44,6 +45,8 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     the backward claims (tests that print from deliberately broken derivations)."""
     if plan is None:
         plan = load_variant(v, check=check)
+    elif plan.variant is not v:    # the same kernel, another tiling or precise_lines
+        plan = dataclasses.replace(plan, variant=v)
     picked, _ = backward_pick.resolve(v, plan.deriv, check=check)
     if picked is not v:   # the declaration left backward claims to pick
         v, plan = picked, build(picked, plan.deriv, check=False)   # its forward claims were just checked
@@ -52,9 +55,9 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     if v.backward:   # the backward claims are checked once, for every stage
         bw = emit.backward_stages(plan, backward_claims(v, plan.deriv, check=check))
         printed = {ln.target for st in bw.gradient_kernels() for ln in st.lines}
-        unknown = [n for n in v.gprec_tiles if f"b_{n}" not in printed]
+        unknown = [n for n in v.precise_lines or () if f"b_{n}" not in printed]
         if unknown:
-            raise CodegenError(f"variant {v.name}: gprec_tiles names {unknown}, which no gradient kernel "
+            raise CodegenError(f"variant {v.name}: precise_lines names {unknown}, which no gradient kernel "
                                f"computes (its lines: {sorted(t[2:] for t in printed)})")
     tiling = tiling_of(v, bool(bw and bw.grad_kb))
     if bw:
@@ -87,6 +90,20 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     return src
 
 
+def gated_lines(v: Variant, plan) -> List[str]:
+    """The gradient lines with a gated intra-chunk product: the precision planner's
+    candidates for tf32x3 (Variant.precise_lines)."""
+    v = dataclasses.replace(v, precise_lines=None)
+    plan = dataclasses.replace(plan, variant=v)
+    picked, _ = backward_pick.resolve(v, plan.deriv, check=False)
+    if picked is not v:
+        v, plan = picked, build(picked, plan.deriv, check=False)
+    if not v.backward:
+        return []
+    bw = emit.backward_stages(plan, backward_claims(v, plan.deriv, check=False))
+    return sorted({n for st in bw.gradient_kernels() for n in st.gated})
+
+
 def _tiling_literal(t: Tiling) -> str:
     return "Tiling(" + ", ".join(f"{k}={getattr(t, k)!r}" for k in Tiling.keys()) + ")"
 
@@ -95,11 +112,21 @@ _SHAPE_DOC = {"k": "[B, T, H, K]", "v": "[B, T, H, V]", "gate_k": "[B, T, H, K] 
               "gate_h": "[B, T, H] (log decay)", "head": "[B, T, H]"}
 
 
-def render_all(variants: Optional[List[Variant]] = None, progress=None) -> Dict[str, str]:
-    """File name -> source for every generated file."""
+class StalePrecision(CodegenError):
+    """A precision record is missing or was measured on other kernel code (--check)."""
+
+
+def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir: str = OUT_DIR,
+               measure=None) -> Dict[str, str]:
+    """File name -> content for every generated file: each module and its precision record
+    (<name>.precision.json, codegen/precision.py).  A record in ``out_dir`` that is fresh
+    (measured on the same kernel code) is kept; otherwise the planner measures again with
+    ``measure`` (chunkproof.fuzz.precision_measure.Measure), or without one StalePrecision
+    names every such variant."""
     env = _env()
     variants = variants or VARIANTS
-    files = {}
+    runtime = env.get_template("runtime.py.j2").render(max_head_dim=MAX_HEAD_DIM)
+    files, stale_names = {}, []
     for v in variants:
         if progress:
             named = v.backward or {}
@@ -107,8 +134,30 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None) -> Dict[
             left = "" if backward_pick.complete(v) else (" and the ones left to pick" if nb else "")
             more = f", {nb} named backward claims{left}" if nb else ", the backward claims it picks"
             progress(f"checking claims {v.out_claim}, {v.state_claim}{more} and printing {v.name}.py")
-        files[f"{v.name}.py"] = render_variant(v, env=env)
-    files["_runtime.py"] = env.get_template("runtime.py.j2").render(max_head_dim=MAX_HEAD_DIM)
+        plan = load_variant(v)
+        rec = precision.read_record(out_dir, v.name)
+        choice = precision.Choice.from_dict(rec["choice"]) if rec else precision.Choice.cheapest()
+        src = render_variant(precision.apply(v, choice), plan=plan, env=env)     # checks the claims once
+        if not precision.fresh(rec, src, runtime):
+            if measure is None:
+                stale_names.append(v.name)
+                continue
+            precision.require_interpreter()
+            why = "measured on other kernel code" if rec else "none yet"
+            if progress:
+                progress(f"planning the product precision of {v.name} (its record: {why}; codegen/precision.py)")
+            rec, src = precision.plan(v, lambda vv: render_variant(vv, plan=plan, env=env, check=False),
+                                      runtime, gated_lines(v, plan), measure, progress)
+            if not rec["met"] and progress:
+                progress(f"{v.name}: the precision target ({precision.TARGET}x the plain chunked bf16 "
+                         f"baseline's error) is NOT met: worst {rec['worst_ratio']}x, with every product at "
+                         f"its most precise")
+        files[f"{v.name}.py"] = src
+        files[precision.RECORD.format(v.name)] = precision.record_text(rec)
+    if stale_names:
+        raise StalePrecision(f"the precision record of {', '.join(stale_names)} is missing or was measured on "
+                             f"other kernel code (codegen/precision.py)")
+    files["_runtime.py"] = runtime
     files["__init__.py"] = env.get_template("init.py.j2").render(variants=variants)
     return files
 

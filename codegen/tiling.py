@@ -69,7 +69,9 @@ class Tiling:
     reverse_dots: str = _key("products with a computed tile in the reverse scan (and its parallel part)", DOTS)
     gradv_dots: str = _key("products with a computed tile in the gradient V kernel", DOTS)
     grad_dots: str = _key("products with a computed tile in the gradient K, C and KB kernels", DOTS)
-    grad_gated: str = _key("the gradient kernels' gated products of fp32 operands (Variant.gprec_tiles' lines)", GATED)
+    grad_gated: str = _key("the gradient kernels' gated products of fp32 operands (Variant.precise_lines)", GATED)
+    autotune: bool = _key("on a GPU, triton.autotune picks each kernel's warps (and a V-tiled kernel's BV) "
+                          "among these values and their neighbours; the interpreter runs these values", "bool")
     keep_forward: bool = _key("autograd keeps the forward's intra tiles and chunk states for the backward", "bool")
     fp32_BT: int = _key("chunk size for fp32 inputs", "block")
     fp32_BV: int = _key("V block (BV) for fp32 inputs", "block")

@@ -3,7 +3,7 @@ FLA-style arguments bind to the derivation's tiles, and the tiling (data, not co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 
 @dataclass(frozen=True)
@@ -32,13 +32,15 @@ class Variant:
     # initial state's gradient at the first chunk), 'grads' one claim per argument (gates:
     # delta log alpha), 'inner' the adjoints of the program's definitions they read
     backward: Dict[str, object] = field(default_factory=dict)
-    # the lines (definitions or finals g_<arg>) whose gated intra-chunk products take
-    # TILING grad_gated; the others' take the kernel's PREC2.  Empty: every line.
-    gprec_tiles: Tuple[str, ...] = ()
+    # the gradient lines (definitions or finals g_<arg>) whose gated intra-chunk products
+    # take TILING grad_gated; the others' take the kernel's PREC2.  Chosen by the precision
+    # planner (codegen/precision.py); None: every line (the planner's survey of them)
+    precise_lines: Optional[Tuple[str, ...]] = ()
     # the split V kernel also writes each row sum over Dk of a V reduction times a tile
     # free of any, (X ⊙ Y) 1, as a C x 1 V reduction (backward.split_gradients), so that
-    # a kernel that reads X only for that sum reads a column instead
-    vred_rowsums: bool = False
+    # a kernel that reads X only for that sum reads a column instead; on for every
+    # variant (off only to compare, tests/test_codegen.py)
+    vred_rowsums: bool = True
 
     @property
     def derivation_doc(self) -> str:
@@ -51,51 +53,30 @@ class Variant:
         return {a.tile: a for a in self.args}
 
 
-# Tiling keys: codegen/tiling.py (one line each).  Why each value is what it is:
+# Tiling keys: codegen/tiling.py (one line each), the same for every kernel; the product
+# types (the *_dots keys) are the precision planner's (codegen/precision.py, recorded in
+# generated_kernels/<name>.precision.json); why each size is what it is:
 # docs/measurements.md (H200, (4, 4096, 16, 128) bf16, side by side with FLA).
-_SIZES = dict(
+DEFAULT = dict(
     BT=64, BV=64,              # BV 32 doubled the state scan (two waves)
     prep_warps=4, prep_stages=1, out_warps=4, out_stages=2,   # parallel kernels faster at 4 warps
     scan_warps=8, scan_stages=2,
-    grad_warps=8, grad_stages=1,  # 4 warps were slower
+    grad_BV=64, grad_warps=8, grad_stages=1,  # 4 warps were slower
+    autotune=True,
     keep_forward=True,         # saves the intra kernel and the state scan in the backward
-    # fp32 products stage twice the bytes: the scans fit 227 KB of shared memory so
-    fp32_BT=64, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1,
+    # fp32 products stage twice the bytes: the scans fit 227 KB of shared memory so; the
+    # delta rules' fp32 gradient kernels need 278 KB at chunks of 64, 156 KB at 32
+    fp32_BT=32, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1,
+    forward_dots="tf32", reverse_dots="tf32", gradv_dots="tf32", grad_dots="tf32", grad_gated="tf32x3",
 )
-# the delta rules' fp32 gradient kernels need 278 KB at chunks of 64, 156 KB at 32
-_FP32_DELTA = dict(fp32_BT=32)
-# the GPU sweeps' settings of the four variants first generated (to be replaced by
-# autotuning and the planner's precision, issue 17); any other kernel takes DEFAULT
-TUNED = {
-    "gla": (dict(_SIZES, grad_BV=128, grad_BK=None,      # one V block of 128 beat two of 64
-                 forward_dots="tf32_mixed", reverse_dots="tf32_mixed", gradv_dots="tf32_mixed",
-                 grad_dots="tf32_mixed", grad_gated="tf32x3"), (), False),
-    # tf32_mixed forward products were over 2x FLA's forward; bf16 K-side products
-    # keep the gradient kernels within shared memory; row sums: its C kernel 1175 -> 780 us
-    "gated_delta_rule": (dict(_SIZES, **_FP32_DELTA, grad_BV=64, grad_BK=64,
-                              forward_dots="tf32", reverse_dots="tf32_mixed", gradv_dots="tf32",
-                              grad_dots="input", grad_gated="tf32"), (), True),
-    # V blocks of 128 need over 227 KB of shared memory; K blocks of 32 beat 64
-    "kda": (dict(_SIZES, **_FP32_DELTA, grad_BV=64, grad_BK=32,
-                 forward_dots="tf32_mixed", reverse_dots="tf32_mixed", gradv_dots="tf32",
-                 grad_dots="tf32", grad_gated="tf32"), (), False),
-    # tf32 K-side products put every gradient's bf16 error at FLA's or under but dq's;
-    # gated products in tf32x3 in all eight lines: 8.5 ms, in these four: 5.5
-    "dplr_delta_rule": (dict(_SIZES, **_FP32_DELTA, grad_BV=64, grad_BK=32,
-                             forward_dots="tf32", reverse_dots="tf32", gradv_dots="input",
-                             grad_dots="tf32", grad_gated="tf32x3"), ("dQ", "g_q", "dK", "g_k"), False),
-}
-DEFAULT = dict(_SIZES, **_FP32_DELTA, grad_BV=64, forward_dots="tf32", reverse_dots="tf32",
-               gradv_dots="tf32", grad_dots="tf32", grad_gated="tf32")
 
 
 def from_kernel(k, source: str = "") -> Variant:
     """The codegen record of a derivation's kernel declaration (derivations/kernel.py).
     ``source``: the derivation file, for a user's derivation (bundled: its module)."""
-    tiling, gprec, rowsums = TUNED.get(k.module, (DEFAULT, (), False))
     return Variant(k.module, k.func, source or k.derivation, k.program, k.outputs, k.state,
-                   tuple(Arg(a.name, a.tile, a.kind) for a in k.args), k.doc, dict(tiling),
-                   dict(k.backward) if k.backward else {}, gprec, rowsums)
+                   tuple(Arg(a.name, a.tile, a.kind) for a in k.args), k.doc, dict(DEFAULT),
+                   dict(k.backward) if k.backward else {})
 
 
 def _bundled() -> List[Variant]:

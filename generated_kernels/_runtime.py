@@ -257,15 +257,55 @@ def block_sizes(K, V, chunk_size, bv):
 @dataclasses.dataclass(frozen=True)
 class Launch:
     """One kernel's launch parameters: its constexprs (the run-time arguments H, T, NCH
-    and the flags are not among them), num_warps and num_stages."""
+    and the flags are not among them), num_warps and num_stages: the stated
+    configuration.  With ``autotune`` (TILING autotune, on a GPU, not under the
+    interpreter) triton.autotune picks among it and its neighbours (configs())."""
     kernel: str
     constexprs: dict
     num_warps: int
     num_stages: int
+    tuned: tuple = ()          # constexprs autotune may change: a V-tiled kernel's BV
+    autotune: bool = False
 
     @property
     def kwargs(self):
+        if self.autotune:
+            return {k: v for k, v in self.constexprs.items() if k not in self.tuned}
         return dict(self.constexprs, num_warps=self.num_warps, num_stages=self.num_stages)
+
+    def configs(self):
+        """(constexprs, num_warps, num_stages) of the stated configuration, the other of 4
+        and 8 warps, and each with half the V block where BV is tuned (not below 16)."""
+        warps = [self.num_warps] + [w for w in (4, 8) if w != self.num_warps][:1]
+        blocks = [{}]
+        if "BV" in self.tuned:
+            bv = self.constexprs["BV"]
+            blocks = [{"BV": bv}] + ([{"BV": bv // 2}] if bv >= 32 else [])
+        return [(b, w, self.num_stages) for b in blocks for w in warps]
+
+    def on(self, fn):
+        """What to launch: ``fn``, or its autotuned form."""
+        return _autotuned(fn, tuple((tuple(sorted(b.items())), w, st) for b, w, st in self.configs())) \
+            if self.autotune else fn
+
+
+_AUTOTUNED = {}
+
+
+def _autotuned(fn, configs):
+    key = (fn, configs)
+    if key not in _AUTOTUNED:
+        # keyed on the sizes that change the best tiling; the pointers' dtypes are in
+        # autotune's key already.  Every kernel only writes its outputs: no restore needed
+        _AUTOTUNED[key] = triton.autotune(
+            configs=[triton.Config(dict(b), num_warps=w, num_stages=st) for b, w, st in configs],
+            key=["H", "K", "V", "BT"])(fn)
+    return _AUTOTUNED[key]
+
+
+def autotuning(tiling, device):
+    """Whether the kernels autotune: TILING autotune, on a GPU, not under the interpreter."""
+    return tiling.autotune and device.type == "cuda" and os.environ.get("TRITON_INTERPRET") != "1"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -360,8 +400,8 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state):
             if t.dtype not in _DTYPES:
                 _fail(func, f"{name} has dtype {t.dtype}; supported: float32, bfloat16, float16")
         elif t.dtype != q.dtype:
-            _fail(func, f"{name} has dtype {t.dtype} but q has {q.dtype}; q, k, v"
-                        f"{', a, b' if 'a' in named else ''} must share one dtype")
+            same = ", ".join(n for n, kd in spec if kd in ("k", "v"))
+            _fail(func, f"{name} has dtype {t.dtype} but q has {q.dtype}; {same} must share one dtype")
         if t.device != q.device:
             _fail(func, f"{name} is on {t.device} but q is on {q.device}")
     if q.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":

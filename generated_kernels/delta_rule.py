@@ -12,15 +12,15 @@ import triton
 import triton.language as tl
 
 from ._runtime import (  # noqa: F401
-    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args,
-    check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
+    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
+    check_args, check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
-        grad_BV=64, grad_BK=32, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='tf32',
-        gradv_dots='tf32', grad_dots='tf32', grad_gated='tf32', keep_forward=True, fp32_BT=32, fp32_BV=32,
-        fp32_wide_BV=16, fp32_stages=1)
+        grad_BV=64, grad_BK=32, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='input',
+        gradv_dots='input', grad_dots='input', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
+        fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('beta', 'head'))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["At"]
@@ -523,11 +523,12 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
     dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV)
     types = kernel_types(dtype, device, til.forward_dots)
     scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
+    tune = autotuning(til, torch.device(device))
     kernels = [
         # the intra kernel holds every V column of a chunk
-        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages),
-        Launch("_state_kernel", dict(dims, **types), *scan),
-        Launch("_out_kernel", dict(dims, **types), *out),
+        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune),
+        Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
+        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune),
     ]
     BVG = min(til.grad_BV, BV_full)
     NV = triton.cdiv(V, BVG)
@@ -537,11 +538,11 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
     gtypes = kernel_types(dtype, device, til.grad_dots, til.grad_gated)
     grad = (til.grad_warps, til.grad_stages)
     kernels += [
-        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out),
-        Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan),
-        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad),
-        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad),
-        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad),
+        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune),
+        Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan, (), tune),
+        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune),
+        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
+        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels})
 
@@ -557,7 +558,7 @@ def _forward(q, k, v, beta, scale, initial_state, output_final_state, chunk_size
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, beta, At, W, U, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](k, v, beta, At, W, U, scale, T,
                                               H=H, **spec["_intra_kernel"].kwargs)
 
     o = torch.empty_like(v)
@@ -566,9 +567,9 @@ def _forward(q, k, v, beta, scale, initial_state, output_final_state, chunk_size
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
     NT = triton.cdiv(T, BT)
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-    _state_kernel[(triton.cdiv(V, BV), B * H)](k, W, U, h, h0, ht, scale, T,
+    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, W, U, h, h0, ht, scale, T,
                                               H=H, **flags, **spec["_state_kernel"].kwargs)
-    _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, W, U, h, o, scale, T,
+    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, W, U, h, o, scale, T,
                                                 H=H, **spec["_out_kernel"].kwargs)
     if keep:
         kept = dict(At=At, W=W, U=U, h=h)
@@ -588,7 +589,7 @@ def _backward_states(q, k, v, beta, do, dht, scale, chunk_size=None):
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, beta, At, W, U, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](k, v, beta, At, W, U, scale, T,
                                               H=H, **spec["_intra_kernel"].kwargs)
 
     NT = triton.cdiv(T, BT)
@@ -596,9 +597,10 @@ def _backward_states(q, k, v, beta, do, dht, scale, chunk_size=None):
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
-    _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, do, r_hr0, scale, T,
+    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, r_hr0, scale, T,
                                                         H=H, **spec["_dstate_pre_kernel"].kwargs)
-    _dstateh_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, W, r_hr0, dh, dht if dht is not None else dh0, dh0, scale, T,
+    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), B * H)](q, k, do, W, r_hr0, dh,
+            dht if dht is not None else dh0, dh0, scale, T,
                                                 H=H, use_dht=int(dht is not None), **spec["_dstateh_kernel"].kwargs)
 
     return dh, dh0
@@ -619,14 +621,14 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
         At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-        _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, beta, At, W, U, scale, T,
+        spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](k, v, beta, At, W, U, scale, T,
                                                   H=H, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
         NT = triton.cdiv(T, BT)
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-        _state_kernel[(triton.cdiv(V, BV), B * H)](k, W, U, h, h0, v, scale, T,
+        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, W, U, h, h0, v, scale, T,
                                                   H=H, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
     else:
@@ -639,9 +641,10 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
-    _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, do, r_hr0, scale, T,
+    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, r_hr0, scale, T,
                                                         H=H, **spec["_dstate_pre_kernel"].kwargs)
-    _dstateh_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, W, r_hr0, dh, dht if dht is not None else dh0, dh0, scale, T,
+    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), B * H)](q, k, do, W, r_hr0, dh,
+            dht if dht is not None else dh0, dh0, scale, T,
                                                 H=H, use_dht=int(dht is not None), **spec["_dstateh_kernel"].kwargs)
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
@@ -656,15 +659,16 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
     d_k = torch.empty_like(k)
     d_v = torch.empty_like(v)
     d_beta = torch.empty_like(beta)
-    _dgradv_kernel[(NV, NT, B * H)](k, v, beta, do, At, W, U, r_hr0, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, h, dh,
-            d_v, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](k, v, beta, do, At, W, U, r_hr0, r_vr0, r_vr1, r_vr2,
+            r_vr3, r_vr4, r_vr5, h, dh, d_v, scale, T, NCH,
                                    H=H, **spec["_dgradv_kernel"].kwargs)
     r_dXt = torch.empty(B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
 
-    _dgradc_kernel[(NT, B * H)](k, beta, At, r_vr2, r_vr4, r_vr5, r_dXt, d_beta, scale, T, NCH,
+    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, beta, At, r_vr2, r_vr4, r_vr5, r_dXt, d_beta, scale, T,
+            NCH,
                                H=H, **spec["_dgradc_kernel"].kwargs)
-    _dgradkb_kernel[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, beta, At, r_vr0, r_vr1, r_vr2, r_vr3, r_dXt, d_q, d_k,
-            scale, T, NCH,
+    spec["_dgradkb_kernel"].on(_dgradkb_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, beta, At, r_vr0, r_vr1,
+            r_vr2, r_vr3, r_dXt, d_q, d_k, scale, T, NCH,
                                                        H=H, **spec["_dgradkb_kernel"].kwargs)
     return dict(q=d_q, k=d_k, v=d_v, beta=d_beta, initial_state=dh0)
 

@@ -12,15 +12,15 @@ import triton
 import triton.language as tl
 
 from ._runtime import (  # noqa: F401
-    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args,
-    check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
+    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
+    check_args, check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
         grad_BV=64, grad_BK=32, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='tf32',
-        gradv_dots='input', grad_dots='tf32', grad_gated='tf32x3', keep_forward=True, fp32_BT=32, fp32_BV=32,
-        fp32_wide_BV=16, fp32_stages=1)
+        gradv_dots='input', grad_dots='input', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
+        fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate_k'))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["E", "Gamma"]
@@ -706,14 +706,14 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, 
             + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} [claim dplr.fla.dK,
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_dK = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, GPREC)
-            - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, GPREC))
+    b_dK = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2)
+            - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, PREC2))
             + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim dplr.fla.dQ,
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_dQ = (((b_vr0 * tl.exp(b_Gamma_log))
-            + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, GPREC))
-            + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, GPREC))
+            + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, PREC2))
+            + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, PREC2))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim dplr.fla.dQ,
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_q = b_dQ
@@ -787,11 +787,12 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
     dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV)
     types = kernel_types(dtype, device, til.forward_dots)
     scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
+    tune = autotuning(til, torch.device(device))
     kernels = [
         # the intra kernel holds every V column of a chunk
-        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages),
-        Launch("_state_kernel", dict(dims, **types), *scan),
-        Launch("_out_kernel", dict(dims, **types), *out),
+        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune),
+        Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
+        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune),
     ]
     BVG = min(til.grad_BV, BV_full)
     NV = triton.cdiv(V, BVG)
@@ -801,11 +802,11 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
     gtypes = kernel_types(dtype, device, til.grad_dots, til.grad_gated)
     grad = (til.grad_warps, til.grad_stages)
     kernels += [
-        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out),
-        Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan),
-        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad),
-        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad),
-        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad),
+        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune),
+        Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan, (), tune),
+        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune),
+        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
+        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels})
 
@@ -822,7 +823,7 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
     E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, Gamma, E, W, C, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, Gamma, E, W, C, scale, T,
                                               H=H, **spec["_intra_kernel"].kwargs)
 
     o = torch.empty_like(v)
@@ -831,9 +832,11 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
     NT = triton.cdiv(T, BT)
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-    _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, b, Gamma, W, C, h, h0, ht, scale, T,
+    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, v, b, Gamma, W, C, h, h0, ht,
+            scale, T,
                                               H=H, **flags, **spec["_state_kernel"].kwargs)
-    _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, v, b, Gamma, W, C, h, o, scale, T,
+    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, b, Gamma, W, C, h, o,
+            scale, T,
                                                 H=H, **spec["_out_kernel"].kwargs)
     if keep:
         kept = dict(Gamma=Gamma, E=E, W=W, C=C, h=h)
@@ -854,7 +857,7 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None):
     E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, Gamma, E, W, C, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, Gamma, E, W, C, scale, T,
                                               H=H, **spec["_intra_kernel"].kwargs)
 
     NT = triton.cdiv(T, BT)
@@ -862,10 +865,10 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None):
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
-    _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, b, do, Gamma, r_hr0, scale, T,
+    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, b, do, Gamma, r_hr0, scale, T,
                                                         H=H, **spec["_dstate_pre_kernel"].kwargs)
-    _dstateh_kernel[(triton.cdiv(V, BV), B * H)](q, b, do, Gamma, W, r_hr0, dh, dht if dht is not None else dh0, dh0,
-            scale, T,
+    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), B * H)](q, b, do, Gamma, W, r_hr0, dh,
+            dht if dht is not None else dh0, dh0, scale, T,
                                                 H=H, use_dht=int(dht is not None), **spec["_dstateh_kernel"].kwargs)
 
     return dh, dh0
@@ -887,14 +890,15 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
         E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-        _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, Gamma, E, W, C, scale, T,
+        spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](k, v, gk, a, b, Gamma, E, W, C, scale, T,
                                                   H=H, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
         NT = triton.cdiv(T, BT)
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-        _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, b, Gamma, W, C, h, h0, v, scale, T,
+        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, v, b, Gamma, W, C, h, h0,
+                v, scale, T,
                                                   H=H, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
     else:
@@ -908,10 +912,10 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
-    _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, b, do, Gamma, r_hr0, scale, T,
+    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, b, do, Gamma, r_hr0, scale, T,
                                                         H=H, **spec["_dstate_pre_kernel"].kwargs)
-    _dstateh_kernel[(triton.cdiv(V, BV), B * H)](q, b, do, Gamma, W, r_hr0, dh, dht if dht is not None else dh0, dh0,
-            scale, T,
+    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), B * H)](q, b, do, Gamma, W, r_hr0, dh,
+            dht if dht is not None else dh0, dh0, scale, T,
                                                 H=H, use_dht=int(dht is not None), **spec["_dstateh_kernel"].kwargs)
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
@@ -931,15 +935,15 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     d_a = torch.empty_like(a)
     d_b = torch.empty_like(b)
     d_gk = torch.empty_like(gk)
-    _dgradv_kernel[(NV, NT, B * H)](q, k, v, gk, a, b, do, Gamma, E, W, C, r_hr0, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4,
-            r_vr5, r_vr6, r_vr7, r_vr8, h, dh, d_v, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, gk, a, b, do, Gamma, E, W, C, r_hr0, r_vr0,
+            r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, h, dh, d_v, scale, T, NCH,
                                    H=H, **spec["_dgradv_kernel"].kwargs)
     r_dF = torch.empty(B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
 
-    _dgradc_kernel[(NT, B * H)](k, gk, a, Gamma, E, r_vr5, r_vr6, r_dF, scale, T, NCH,
+    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, gk, a, Gamma, E, r_vr5, r_vr6, r_dF, scale, T, NCH,
                                H=H, **spec["_dgradc_kernel"].kwargs)
-    _dgradkb_kernel[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, gk, a, b, Gamma, E, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4,
-            r_vr5, r_vr7, r_vr8, r_dF, d_q, d_k, d_a, d_b, d_gk, scale, T, NCH,
+    spec["_dgradkb_kernel"].on(_dgradkb_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, gk, a, b, Gamma, E, r_vr0,
+            r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr7, r_vr8, r_dF, d_q, d_k, d_a, d_b, d_gk, scale, T, NCH,
                                                        H=H, **spec["_dgradkb_kernel"].kwargs)
     return dict(q=d_q, k=d_k, v=d_v, a=d_a, b=d_b, gk=d_gk, initial_state=dh0)
 

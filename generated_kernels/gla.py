@@ -12,15 +12,15 @@ import triton
 import triton.language as tl
 
 from ._runtime import (  # noqa: F401
-    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args,
-    check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
+    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
+    check_args, check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
-        grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='tf32_mixed', reverse_dots='tf32_mixed',
-        gradv_dots='tf32_mixed', grad_dots='tf32_mixed', grad_gated='tf32x3', keep_forward=True, fp32_BT=64, fp32_BV=32,
-        fp32_wide_BV=16, fp32_stages=1)
+        grad_BV=64, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='input',
+        gradv_dots='tf32', grad_dots='tf32', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
+        fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["Gamma"]
@@ -164,7 +164,7 @@ def _out_kernel(q, k, v, in_Gamma, h, o, scale, T,
     #   003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 94]
     b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3)
             + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2,
-            GPREC).to(DT3).to(CT3),
+            PREC2).to(DT3).to(CT3),
             b_V.to(DT3).to(CT3), input_precision=PREC3))
 
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty),
@@ -306,7 +306,7 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, 
     b_g_v = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2),
             input_precision=PREC2)
             + tl.dot(tl.trans(_masked_gated_dot(tl.trans(tl.trans(b_Q)), tl.trans(tl.trans(b_Ql_f)), tl.trans(b_K),
-            tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, GPREC)).to(DT3).to(CT3),
+            tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2)).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3))
 
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
@@ -377,10 +377,10 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, 
     # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} [claim gla.dK,
     #   003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 190]
     b_dK = ((b_vr2 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log))))
-            + _masked_mix(b_vr3, b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, GPREC))
+            + _masked_mix(b_vr3, b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2))
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim gla.dQ, 003_c008d497ea0f70e6.txt
     #   §6.3 分块递推模式的反向传播, line 194]
-    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, GPREC))
+    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, PREC2))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim gla.dQ, 003_c008d497ea0f70e6.txt
     #   §6.3 分块递推模式的反向传播, line 194]
     b_g_q = b_dQ
@@ -436,11 +436,12 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
     dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV)
     types = kernel_types(dtype, device, til.forward_dots)
     scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
+    tune = autotuning(til, torch.device(device))
     kernels = [
         # the intra kernel holds every V column of a chunk
-        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages),
-        Launch("_state_kernel", dict(dims, **types), *scan),
-        Launch("_out_kernel", dict(dims, **types), *out),
+        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune),
+        Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
+        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune),
     ]
     BVG = min(til.grad_BV, BV_full)
     NV = triton.cdiv(V, BVG)
@@ -450,9 +451,9 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
     gtypes = kernel_types(dtype, device, til.grad_dots, til.grad_gated)
     grad = (til.grad_warps, til.grad_stages)
     kernels += [
-        Launch("_dstate_kernel", dict(dims, **rtypes), *scan),
-        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad),
-        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad),
+        Launch("_dstate_kernel", dict(dims, **rtypes), *scan, ("BV",), tune),
+        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune),
+        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels})
 
@@ -466,7 +467,7 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
     spec = launch_specs(q.dtype, q.device, K, V, chunk_size)
     BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
                                               H=H, **spec["_intra_kernel"].kwargs)
 
     o = torch.empty_like(v)
@@ -475,9 +476,10 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
     NT = triton.cdiv(T, BT)
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-    _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, Gamma, h, h0, ht, scale, T,
+    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, v, Gamma, h, h0, ht, scale,
+            T,
                                               H=H, **flags, **spec["_state_kernel"].kwargs)
-    _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, v, Gamma, h, o, scale, T,
+    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, Gamma, h, o, scale, T,
                                                 H=H, **spec["_out_kernel"].kwargs)
     if keep:
         kept = dict(Gamma=Gamma, h=h)
@@ -495,13 +497,14 @@ def _backward_states(q, k, v, g, do, dht, scale, chunk_size=None):
     spec = launch_specs(q.dtype, q.device, K, V, chunk_size)
     BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
                                               H=H, **spec["_intra_kernel"].kwargs)
 
     NT = triton.cdiv(T, BT)
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, do, Gamma, dh, dht if dht is not None else dh0, dh0, scale, T,
+    spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](q, do, Gamma, dh,
+            dht if dht is not None else dh0, dh0, scale, T,
                                                H=H, use_dht=int(dht is not None), **spec["_dstate_kernel"].kwargs)
 
     return dh, dh0
@@ -520,14 +523,15 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
     BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
     if kept is None:
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-        _intra_kernel[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
+        spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](g, Gamma, scale, T,
                                                   H=H, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
         NT = triton.cdiv(T, BT)
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-        _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, Gamma, h, h0, v, scale, T,
+        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, v, Gamma, h, h0, v,
+                scale, T,
                                                   H=H, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
     else:
@@ -536,7 +540,8 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
         Gamma = kept["Gamma"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, do, Gamma, dh, dht if dht is not None else dh0, dh0, scale, T,
+    spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](q, do, Gamma, dh,
+            dht if dht is not None else dh0, dh0, scale, T,
                                                H=H, use_dht=int(dht is not None), **spec["_dstate_kernel"].kwargs)
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
@@ -550,9 +555,11 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
     d_k = torch.empty_like(k)
     d_v = torch.empty_like(v)
     d_g = torch.empty_like(g)
-    _dgradv_kernel[(NV, NT, B * H)](q, k, v, do, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, h, dh, d_v, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, do, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, h,
+            dh, d_v, scale, T, NCH,
                                    H=H, **spec["_dgradv_kernel"].kwargs)
-    _dgradk_kernel[(NT, B * H)](q, k, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g, scale, T, NCH,
+    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k,
+            d_g, scale, T, NCH,
                                H=H, **spec["_dgradk_kernel"].kwargs)
     return dict(q=d_q, k=d_k, v=d_v, g=d_g, initial_state=dh0)
 

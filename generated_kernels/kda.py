@@ -13,15 +13,15 @@ import triton
 import triton.language as tl
 
 from ._runtime import (  # noqa: F401
-    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args,
-    check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
+    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
+    check_args, check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
-        grad_BV=64, grad_BK=32, grad_warps=8, grad_stages=1, forward_dots='tf32_mixed', reverse_dots='tf32_mixed',
-        gradv_dots='tf32', grad_dots='tf32', grad_gated='tf32', keep_forward=True, fp32_BT=32, fp32_BV=32,
-        fp32_wide_BV=16, fp32_stages=1)
+        grad_BV=64, grad_BK=32, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='tf32',
+        gradv_dots='input', grad_dots='tf32', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
+        fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["At", "Gamma"]
@@ -76,7 +76,7 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, scale, T,
     b_Xt = (tl.where(m_eye, 1.0, 0.)
             + (b_DB
             * _masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2,
-            GPREC)))
+            PREC2)))
     # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}   [program kda_chunk, under claims kda.O, kda.S]
     b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
     # W = \widetilde{\mathbf{A}}_{[t]} \text{Diag}(\boldsymbol{\beta}_{[t]}) \overleftarrow{\mathbf{K}_{[t]}} [program
@@ -210,7 +210,7 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
     #   001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 34, row 5]
     b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3)
             + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2,
-            GPREC).to(DT2).to(CT2),
+            PREC2).to(DT2).to(CT2),
             b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty),
@@ -265,7 +265,7 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
     #   \delta \mathbf{O}_{[t]} [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于 \(\delta
     #   \mathbf{\Gamma}_{[t]}\)]
     b_hr0 = tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT,
-            DT2, CT2, GPREC)).to(DT3).to(CT3),
+            DT2, CT2, PREC2)).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3)
 
     tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0)
@@ -536,7 +536,7 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
             + b_vr6)
             + tl.sum(b_dXt
             * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True,
-            BT, DT2, CT2, GPREC))),
+            BT, DT2, CT2, PREC2))),
             axis=1, keep_dims=True))
 
     tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
@@ -615,7 +615,7 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
     b_dW = b_vr2
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim kda.dQ, 001_ba6c617d0f1bc209.txt
     #   §对于 \(\delta \mathbf{Q}_{[t]}\), line 127, row 2]
-    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, GPREC))
+    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, PREC2))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim kda.dQ, 001_ba6c617d0f1bc209.txt
     #   §对于 \(\delta \mathbf{Q}_{[t]}\), line 127, row 2]
     b_g_q = b_dQ
@@ -624,10 +624,10 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
     #   \(\delta \mathbf{K}_{[t]}\), line 245, row 1]
     b_g_k = (((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2)
             * tl.exp(b_Gamma_log))
-            + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, BT, DT2, CT2, GPREC))
+            + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, BT, DT2, CT2, PREC2))
             + (((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log))))
-            + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, GPREC))
-            + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, GPREC)))
+            + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2))
+            + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, PREC2)))
     # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta
     #   \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta
     #   \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} +
@@ -639,11 +639,11 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
     b_g_g = tl.cumsum((((b_dQ * b_Q)
             + ((((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2)
             * tl.exp(b_Gamma_log))
-            + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, BT, DT2, CT2, GPREC))
+            + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, BT, DT2, CT2, PREC2))
             * b_K)
             - ((((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log))))
-            + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, GPREC))
-            + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, GPREC))
+            + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2))
+            + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, PREC2))
             * b_K)))
             + tl.where(m_last,
             tl.trans(((b_vr5 * tl.exp(b_gC_log))
@@ -687,11 +687,12 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
     dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV)
     types = kernel_types(dtype, device, til.forward_dots)
     scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
+    tune = autotuning(til, torch.device(device))
     kernels = [
         # the intra kernel holds every V column of a chunk
-        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages),
-        Launch("_state_kernel", dict(dims, **types), *scan),
-        Launch("_out_kernel", dict(dims, **types), *out),
+        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune),
+        Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
+        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune),
     ]
     BVG = min(til.grad_BV, BV_full)
     NV = triton.cdiv(V, BVG)
@@ -701,11 +702,11 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
     gtypes = kernel_types(dtype, device, til.grad_dots, til.grad_gated)
     grad = (til.grad_warps, til.grad_stages)
     kernels += [
-        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out),
-        Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan),
-        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad),
-        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad),
-        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad),
+        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune),
+        Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan, (), tune),
+        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune),
+        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
+        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels})
 
@@ -722,7 +723,7 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
                                               H=H, **spec["_intra_kernel"].kwargs)
 
     o = torch.empty_like(v)
@@ -731,9 +732,11 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
     NT = triton.cdiv(T, BT)
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-    _state_kernel[(triton.cdiv(V, BV), B * H)](k, Gamma, W, U, h, h0, ht, scale, T,
+    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, Gamma, W, U, h, h0, ht,
+            scale, T,
                                               H=H, **flags, **spec["_state_kernel"].kwargs)
-    _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, Gamma, W, U, h, o, scale, T,
+    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, Gamma, W, U, h, o, scale,
+            T,
                                                 H=H, **spec["_out_kernel"].kwargs)
     if keep:
         kept = dict(Gamma=Gamma, At=At, W=W, U=U, h=h)
@@ -754,7 +757,7 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None):
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
                                               H=H, **spec["_intra_kernel"].kwargs)
 
     NT = triton.cdiv(T, BT)
@@ -762,10 +765,10 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None):
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
-    _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
+    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
                                                         H=H, **spec["_dstate_pre_kernel"].kwargs)
-    _dstateh_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, r_hr0, dh, dht if dht is not None else dh0, dh0,
-            scale, T,
+    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, r_hr0, dh,
+            dht if dht is not None else dh0, dh0, scale, T,
                                                 H=H, use_dht=int(dht is not None), **spec["_dstateh_kernel"].kwargs)
 
     return dh, dh0
@@ -787,14 +790,15 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
         At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-        _intra_kernel[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
+        spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
                                                   H=H, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
         NT = triton.cdiv(T, BT)
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-        _state_kernel[(triton.cdiv(V, BV), B * H)](k, Gamma, W, U, h, h0, v, scale, T,
+        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, Gamma, W, U, h, h0, v,
+                scale, T,
                                                   H=H, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
     else:
@@ -808,10 +812,10 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
-    _dstate_pre_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
+    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
                                                         H=H, **spec["_dstate_pre_kernel"].kwargs)
-    _dstateh_kernel[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, r_hr0, dh, dht if dht is not None else dh0, dh0,
-            scale, T,
+    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, r_hr0, dh,
+            dht if dht is not None else dh0, dh0, scale, T,
                                                 H=H, use_dht=int(dht is not None), **spec["_dstateh_kernel"].kwargs)
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
@@ -828,15 +832,16 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     d_v = torch.empty_like(v)
     d_g = torch.empty_like(g)
     d_beta = torch.empty_like(beta)
-    _dgradv_kernel[(NV, NT, B * H)](k, v, beta, do, Gamma, At, W, U, r_hr0, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5,
-            r_vr6, h, dh, d_v, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](k, v, beta, do, Gamma, At, W, U, r_hr0, r_vr0, r_vr1,
+            r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, h, dh, d_v, scale, T, NCH,
                                    H=H, **spec["_dgradv_kernel"].kwargs)
     r_dXt = torch.empty(B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
 
-    _dgradc_kernel[(NT, B * H)](k, beta, Gamma, At, r_vr2, r_vr3, r_vr6, r_dXt, d_beta, scale, T, NCH,
+    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, beta, Gamma, At, r_vr2, r_vr3, r_vr6, r_dXt, d_beta,
+            scale, T, NCH,
                                H=H, **spec["_dgradc_kernel"].kwargs)
-    _dgradkb_kernel[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, beta, Gamma, At, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5,
-            r_dXt, d_q, d_k, d_g, scale, T, NCH,
+    spec["_dgradkb_kernel"].on(_dgradkb_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, beta, Gamma, At, r_vr0,
+            r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, scale, T, NCH,
                                                        H=H, **spec["_dgradkb_kernel"].kwargs)
     return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)
 

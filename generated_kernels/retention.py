@@ -13,15 +13,15 @@ import triton
 import triton.language as tl
 
 from ._runtime import (  # noqa: F401
-    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args,
-    check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
+    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
+    check_args, check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
-        grad_BV=64, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='tf32',
-        gradv_dots='tf32', grad_dots='tf32', grad_gated='tf32', keep_forward=True, fp32_BT=32, fp32_BV=32,
-        fp32_wide_BV=16, fp32_stages=1)
+        grad_BV=64, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='input', reverse_dots='input',
+        gradv_dots='input', grad_dots='input', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
+        fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["Gamma", "gamma_log"]
@@ -415,11 +415,12 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
     dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV)
     types = kernel_types(dtype, device, til.forward_dots)
     scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
+    tune = autotuning(til, torch.device(device))
     kernels = [
         # the intra kernel holds every V column of a chunk
-        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages),
-        Launch("_state_kernel", dict(dims, **types), *scan),
-        Launch("_out_kernel", dict(dims, **types), *out),
+        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune),
+        Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
+        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune),
     ]
     BVG = min(til.grad_BV, BV_full)
     NV = triton.cdiv(V, BVG)
@@ -429,9 +430,9 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
     gtypes = kernel_types(dtype, device, til.grad_dots, til.grad_gated)
     grad = (til.grad_warps, til.grad_stages)
     kernels += [
-        Launch("_dstate_kernel", dict(dims, **rtypes), *scan),
-        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad),
-        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad),
+        Launch("_dstate_kernel", dict(dims, **rtypes), *scan, ("BV",), tune),
+        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune),
+        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels})
 
@@ -446,7 +447,7 @@ def _forward(q, k, v, scale, initial_state, output_final_state, chunk_size=None,
     BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
     in_gamma_log, = _param_logs(H, q.device)
     Gamma = torch.empty(B, T, H, dtype=torch.float32, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](in_gamma_log, Gamma, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](in_gamma_log, Gamma, scale, T,
                                               H=H, **spec["_intra_kernel"].kwargs)
 
     o = torch.empty_like(v)
@@ -455,9 +456,10 @@ def _forward(q, k, v, scale, initial_state, output_final_state, chunk_size=None,
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
     NT = triton.cdiv(T, BT)
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-    _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, Gamma, h, h0, ht, scale, T,
+    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, v, Gamma, h, h0, ht, scale,
+            T,
                                               H=H, **flags, **spec["_state_kernel"].kwargs)
-    _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, v, Gamma, h, o, scale, T,
+    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, Gamma, h, o, scale, T,
                                                 H=H, **spec["_out_kernel"].kwargs)
     if keep:
         kept = dict(Gamma=Gamma, h=h)
@@ -476,13 +478,14 @@ def _backward_states(q, k, v, do, dht, scale, chunk_size=None):
     BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
     in_gamma_log, = _param_logs(H, q.device)
     Gamma = torch.empty(B, T, H, dtype=torch.float32, device=q.device)
-    _intra_kernel[(triton.cdiv(T, BT), B * H)](in_gamma_log, Gamma, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](in_gamma_log, Gamma, scale, T,
                                               H=H, **spec["_intra_kernel"].kwargs)
 
     NT = triton.cdiv(T, BT)
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, do, Gamma, dh, dht if dht is not None else dh0, dh0, scale, T,
+    spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](q, do, Gamma, dh,
+            dht if dht is not None else dh0, dh0, scale, T,
                                                H=H, use_dht=int(dht is not None), **spec["_dstate_kernel"].kwargs)
 
     return dh, dh0
@@ -502,14 +505,15 @@ def _backward(q, k, v, do, dht, scale, initial_state=None, chunk_size=None, kept
     in_gamma_log, = _param_logs(H, q.device)
     if kept is None:
         Gamma = torch.empty(B, T, H, dtype=torch.float32, device=q.device)
-        _intra_kernel[(triton.cdiv(T, BT), B * H)](in_gamma_log, Gamma, scale, T,
+        spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](in_gamma_log, Gamma, scale, T,
                                                   H=H, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
         NT = triton.cdiv(T, BT)
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-        _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, Gamma, h, h0, v, scale, T,
+        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, v, Gamma, h, h0, v,
+                scale, T,
                                                   H=H, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
     else:
@@ -518,7 +522,8 @@ def _backward(q, k, v, do, dht, scale, initial_state=None, chunk_size=None, kept
         Gamma = kept["Gamma"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, do, Gamma, dh, dht if dht is not None else dh0, dh0, scale, T,
+    spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](q, do, Gamma, dh,
+            dht if dht is not None else dh0, dh0, scale, T,
                                                H=H, use_dht=int(dht is not None), **spec["_dstate_kernel"].kwargs)
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
@@ -529,9 +534,10 @@ def _backward(q, k, v, do, dht, scale, initial_state=None, chunk_size=None, kept
     d_q = torch.empty_like(q)
     d_k = torch.empty_like(k)
     d_v = torch.empty_like(v)
-    _dgradv_kernel[(NV, NT, B * H)](q, k, v, do, Gamma, r_vr0, r_vr1, r_vr2, h, dh, d_v, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, do, Gamma, r_vr0, r_vr1, r_vr2, h, dh, d_v,
+            scale, T, NCH,
                                    H=H, **spec["_dgradv_kernel"].kwargs)
-    _dgradk_kernel[(NT, B * H)](q, k, Gamma, r_vr0, r_vr1, r_vr2, d_q, d_k, scale, T, NCH,
+    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, Gamma, r_vr0, r_vr1, r_vr2, d_q, d_k, scale, T, NCH,
                                H=H, **spec["_dgradk_kernel"].kwargs)
     return dict(q=d_q, k=d_k, v=d_v, initial_state=dh0)
 

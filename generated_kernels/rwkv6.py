@@ -13,15 +13,15 @@ import triton
 import triton.language as tl
 
 from ._runtime import (  # noqa: F401
-    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args,
-    check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
+    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
+    check_args, check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
-        grad_BV=64, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='tf32',
-        gradv_dots='tf32', grad_dots='tf32', grad_gated='tf32', keep_forward=True, fp32_BT=32, fp32_BV=32,
-        fp32_wide_BV=16, fp32_stages=1)
+        grad_BV=64, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='input',
+        gradv_dots='tf32_mixed', grad_dots='input', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
+        fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 # the tiles' arguments, then the parameters' ([H, K] each)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('w', 'k')) + (('u', 'param_k'),)
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
@@ -132,7 +132,7 @@ def _out_kernel(q, k, v, w, u, h, o, scale, T,
     b_Bu = tl.sum((b_Q * b_K) * tl.trans(b_u), axis=1, keep_dims=True)
     # Aqk = \left(\overleftarrow{\mathbf{Q}} \overrightarrow{\mathbf{K}}^\top \odot \mathbf{M}_{-1}\right) +
     #   \text{Diag}\left(\boldsymbol{b}^u\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-    b_Aqk = (_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2, GPREC)
+    b_Aqk = (_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2, PREC2)
             + tl.where(m_eye, b_Bu, 0.))
     # O = \overleftarrow{\mathbf{Q}} {\mathbf{S}_{[t-1]}^{C}}^\top + \mathbf{A} \mathbf{V} [claim rwkv6.O_A, rwkv6.py
     #   §chunk forward]
@@ -263,7 +263,7 @@ def _dgradv_kernel(q, k, v, w, do, u, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, 
     b_Bu = tl.sum((b_Q * b_K) * tl.trans(b_u), axis=1, keep_dims=True)
     # Aqk = \left(\overleftarrow{\mathbf{Q}} \overrightarrow{\mathbf{K}}^\top \odot \mathbf{M}_{-1}\right) +
     #   \text{Diag}\left(\boldsymbol{b}^u\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-    b_Aqk = (_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2, GPREC)
+    b_Aqk = (_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2, PREC2)
             + tl.where(m_eye, b_Bu, 0.))
     # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\exp\left(\boldsymbol{g}^C\right)\right) + \mathbf{V}^\top
     #   \left(\mathbf{K} \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top - \mathbf{G}^c\right)\right) [program
@@ -366,12 +366,12 @@ def _dgradk_kernel(q, k, w, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w,
     #   \boldsymbol{b}^u\right) \mathbf{Q} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dK, rwkv6.py §input
     #   gradients]
     b_dK = (((b_vr3 * tl.exp((tl.trans(b_gC) + (-b_Gc))))
-            + _masked_mix(tl.trans(b_dAqk), b_Q, b_Ql_f, (-b_Gc), 3, m_mid, BT, DT2, CT2, GPREC))
+            + _masked_mix(tl.trans(b_dAqk), b_Q, b_Ql_f, (-b_Gc), 3, m_mid, BT, DT2, CT2, PREC2))
             + ((b_dBu * b_Q) * tl.trans(b_u)))
     # dQ = \delta \overleftarrow{\mathbf{Q}} \odot \exp\left(\mathbf{G}^e\right) + \text{Diag}\left(\delta
     #   \boldsymbol{b}^u\right) \mathbf{K} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dQ, rwkv6.py §input
     #   gradients]
-    b_dQ = (((b_vr0 * tl.exp(b_Ge)) + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ge, 1, m_mid, BT, DT2, CT2, GPREC))
+    b_dQ = (((b_vr0 * tl.exp(b_Ge)) + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ge, 1, m_mid, BT, DT2, CT2, PREC2))
             + ((b_dBu * b_K) * tl.trans(b_u)))
     # g_q = \delta \overleftarrow{\mathbf{Q}} \odot \exp\left(\mathbf{G}^e\right) + \text{Diag}\left(\delta
     #   \boldsymbol{b}^u\right) \mathbf{K} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dQ, rwkv6.py §input
@@ -387,7 +387,7 @@ def _dgradk_kernel(q, k, w, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w,
     #   gradients]
     b_g_w = (tl.cumsum((((b_Q * b_dQ) - (b_K * b_dK)) + tl.where(m_last, tl.trans(b_vr4), 0.)), axis=0, reverse=True)
             - (b_Q
-            * ((b_vr0 * tl.exp(b_Ql_f)) + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ql_f, 1, m_mid, BT, DT2, CT2, GPREC))))
+            * ((b_vr0 * tl.exp(b_Ql_f)) + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ql_f, 1, m_mid, BT, DT2, CT2, PREC2))))
     # g_u = \left(\mathbf{Q} \odot \mathbf{K}\right)^\top \delta \boldsymbol{b}^u [claim rwkv6.du_chunk, rwkv6.py
     #   §parameter gradients]
     b_g_u = tl.sum(tl.trans((b_Q * b_K)) * tl.trans(b_dBu), axis=1, keep_dims=True)
@@ -428,9 +428,10 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
     dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV)
     types = kernel_types(dtype, device, til.forward_dots)
     scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
+    tune = autotuning(til, torch.device(device))
     kernels = [
-        Launch("_state_kernel", dict(dims, **types), *scan),
-        Launch("_out_kernel", dict(dims, **types), *out),
+        Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
+        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune),
     ]
     BVG = min(til.grad_BV, BV_full)
     NV = triton.cdiv(V, BVG)
@@ -440,9 +441,9 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
     gtypes = kernel_types(dtype, device, til.grad_dots, til.grad_gated)
     grad = (til.grad_warps, til.grad_stages)
     kernels += [
-        Launch("_dstate_kernel", dict(dims, **rtypes), *scan),
-        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad),
-        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad),
+        Launch("_dstate_kernel", dict(dims, **rtypes), *scan, ("BV",), tune),
+        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune),
+        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels})
 
@@ -462,9 +463,9 @@ def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
     NT = triton.cdiv(T, BT)
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-    _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, w, h, h0, ht, scale, T,
+    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, v, w, h, h0, ht, scale, T,
                                               H=H, **flags, **spec["_state_kernel"].kwargs)
-    _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, v, w, u, h, o, scale, T,
+    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, w, u, h, o, scale, T,
                                                 H=H, **spec["_out_kernel"].kwargs)
     if keep:
         kept = dict(h=h)
@@ -485,7 +486,8 @@ def _backward_states(q, k, v, w, u, do, dht, scale, chunk_size=None):
     NT = triton.cdiv(T, BT)
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, w, do, dh, dht if dht is not None else dh0, dh0, scale, T,
+    spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](q, w, do, dh,
+            dht if dht is not None else dh0, dh0, scale, T,
                                                H=H, use_dht=int(dht is not None), **spec["_dstate_kernel"].kwargs)
 
     return dh, dh0
@@ -508,7 +510,7 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
         h0 = initial_state if initial_state is not None else v
         NT = triton.cdiv(T, BT)
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-        _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, w, h, h0, v, scale, T,
+        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, v, w, h, h0, v, scale, T,
                                                   H=H, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
     else:
@@ -516,7 +518,8 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
         h = kept["h"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, w, do, dh, dht if dht is not None else dh0, dh0, scale, T,
+    spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](q, w, do, dh,
+            dht if dht is not None else dh0, dh0, scale, T,
                                                H=H, use_dht=int(dht is not None), **spec["_dstate_kernel"].kwargs)
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
@@ -531,9 +534,11 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
     d_v = torch.empty_like(v)
     d_w = torch.empty_like(w)
     d_u = torch.empty(NCH, K, dtype=torch.float32, device=q.device)   # chunk t's part of the gradient
-    _dgradv_kernel[(NV, NT, B * H)](q, k, v, w, do, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, h, dh, d_v, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, w, do, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, h,
+            dh, d_v, scale, T, NCH,
                                    H=H, **spec["_dgradv_kernel"].kwargs)
-    _dgradk_kernel[(NT, B * H)](q, k, w, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w, d_u, scale, T, NCH,
+    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, w, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w,
+            d_u, scale, T, NCH,
                                H=H, **spec["_dgradk_kernel"].kwargs)
     d_u = d_u.view(B, NT, H, K).sum((0, 1)).to(u.dtype)   # summed over batch and chunks
     return dict(q=d_q, k=d_k, v=d_v, w=d_w, u=d_u, initial_state=dh0)

@@ -12,15 +12,15 @@ import triton
 import triton.language as tl
 
 from ._runtime import (  # noqa: F401
-    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, block_sizes, check_args,
-    check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
+    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
+    check_args, check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
-        grad_BV=64, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='tf32',
-        gradv_dots='tf32', grad_dots='tf32', grad_gated='tf32', keep_forward=True, fp32_BT=32, fp32_BV=32,
-        fp32_wide_BV=16, fp32_stages=1)
+        grad_BV=64, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='input', reverse_dots='input',
+        gradv_dots='input', grad_dots='input', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
+        fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'head'))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = []
@@ -341,12 +341,12 @@ def _dgradk_kernel(q, k, g, r_vr0, r_vr1, r_vr2, r_vr3, d_q, d_k, d_g, scale, T,
     # g_k = \text{Diag}\left(\exp\left(-\boldsymbol{g}^c\right)\right) \delta \overrightarrow{\mathbf{K}} [claim
     #   simple_gla.dK, simple_gla.py §input gradients]
     b_g_k = b_dK
-    # g_g = \text{suffix\_sum}_{row}\left(\left(\mathbf{Q} \odot \delta \mathbf{Q} - \mathbf{K} \odot \delta
-    #   \mathbf{K}\right) \mathbf{1} + \left[0,\dots,0,(\langle \mathbf{S}_{[t]}, \delta \mathbf{S}_{[t]}
+    # g_g = \text{suffix\_sum}_{row}\left(\left(\mathbf{Q} \odot \delta \mathbf{Q}\right) \mathbf{1} - \left(\mathbf{K}
+    #   \odot \delta \mathbf{K}\right) \mathbf{1} + \left[0,\dots,0,(\langle \mathbf{S}_{[t]}, \delta \mathbf{S}_{[t]}
     #   \rangle)\right]^\top\right) [claim simple_gla.dg_qk, simple_gla.py §input gradients]
     b_g_g = tl.sum(tl.where(m_upper,
-            tl.trans((tl.sum(((b_Q * b_dQ) - (b_K * b_dK)) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1,
-            keep_dims=True)
+            tl.trans(((tl.sum((b_Q * b_dQ) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
+            - tl.sum((b_K * b_dK) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True))
             + tl.where(m_last, tl.trans(b_vr3), 0.))),
             0.),
             axis=1, keep_dims=True)
@@ -385,9 +385,10 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
     dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV)
     types = kernel_types(dtype, device, til.forward_dots)
     scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
+    tune = autotuning(til, torch.device(device))
     kernels = [
-        Launch("_state_kernel", dict(dims, **types), *scan),
-        Launch("_out_kernel", dict(dims, **types), *out),
+        Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
+        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune),
     ]
     BVG = min(til.grad_BV, BV_full)
     NV = triton.cdiv(V, BVG)
@@ -397,9 +398,9 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
     gtypes = kernel_types(dtype, device, til.grad_dots, til.grad_gated)
     grad = (til.grad_warps, til.grad_stages)
     kernels += [
-        Launch("_dstate_kernel", dict(dims, **rtypes), *scan),
-        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad),
-        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad),
+        Launch("_dstate_kernel", dict(dims, **rtypes), *scan, ("BV",), tune),
+        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune),
+        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels})
 
@@ -419,9 +420,9 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
     NT = triton.cdiv(T, BT)
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-    _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, g, h, h0, ht, scale, T,
+    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, v, g, h, h0, ht, scale, T,
                                               H=H, **flags, **spec["_state_kernel"].kwargs)
-    _out_kernel[(triton.cdiv(V, BV), NT, B * H)](q, k, v, g, h, o, scale, T,
+    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, g, h, o, scale, T,
                                                 H=H, **spec["_out_kernel"].kwargs)
     if keep:
         kept = dict(h=h)
@@ -442,7 +443,8 @@ def _backward_states(q, k, v, g, do, dht, scale, chunk_size=None):
     NT = triton.cdiv(T, BT)
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, g, do, dh, dht if dht is not None else dh0, dh0, scale, T,
+    spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](q, g, do, dh,
+            dht if dht is not None else dh0, dh0, scale, T,
                                                H=H, use_dht=int(dht is not None), **spec["_dstate_kernel"].kwargs)
 
     return dh, dh0
@@ -465,7 +467,7 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
         h0 = initial_state if initial_state is not None else v
         NT = triton.cdiv(T, BT)
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-        _state_kernel[(triton.cdiv(V, BV), B * H)](k, v, g, h, h0, v, scale, T,
+        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, v, g, h, h0, v, scale, T,
                                                   H=H, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
     else:
@@ -473,7 +475,8 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
         h = kept["h"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
-    _dstate_kernel[(triton.cdiv(V, BV), B * H)](q, g, do, dh, dht if dht is not None else dh0, dh0, scale, T,
+    spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](q, g, do, dh,
+            dht if dht is not None else dh0, dh0, scale, T,
                                                H=H, use_dht=int(dht is not None), **spec["_dstate_kernel"].kwargs)
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
@@ -486,9 +489,11 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
     d_k = torch.empty_like(k)
     d_v = torch.empty_like(v)
     d_g = torch.empty_like(g)
-    _dgradv_kernel[(NV, NT, B * H)](q, k, v, g, do, r_vr0, r_vr1, r_vr2, r_vr3, h, dh, d_v, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, g, do, r_vr0, r_vr1, r_vr2, r_vr3, h, dh, d_v,
+            scale, T, NCH,
                                    H=H, **spec["_dgradv_kernel"].kwargs)
-    _dgradk_kernel[(NT, B * H)](q, k, g, r_vr0, r_vr1, r_vr2, r_vr3, d_q, d_k, d_g, scale, T, NCH,
+    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, g, r_vr0, r_vr1, r_vr2, r_vr3, d_q, d_k, d_g, scale, T,
+            NCH,
                                H=H, **spec["_dgradk_kernel"].kwargs)
     return dict(q=d_q, k=d_k, v=d_v, g=d_g, initial_state=dh0)
 

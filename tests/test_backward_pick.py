@@ -16,6 +16,7 @@ from chunkproof.derivations import kernel as K
 from chunkproof.derivations.dsl import DeclarationError
 from chunkproof.derivations.ir import Var
 from chunkproof.derivations.loader import bundled, from_file
+from chunkproof.fuzz.precision_measure import Measure
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FORWARD_ONLY = os.path.join(ROOT, "tests", "data", "deltanet_forward_only.py")
@@ -53,7 +54,7 @@ def test_derived_kernel_equals_the_bundled_delta_rule(tmp_path):
     # the kernel printed from derived claims and the one printed from delta_rule.py's
     # own claims: outputs, final state and every gradient agree to fp32 rounding
     out = tmp_path / "mydn_kernels"
-    files = gen.render_all(gen.user_variants(FORWARD_ONLY))
+    files = gen.render_all(gen.user_variants(FORWARD_ONLY), out_dir=str(out), measure=Measure)
     gen.write(files, str(out), prune=False)
     sys.path.insert(0, str(tmp_path))
     try:
@@ -96,7 +97,7 @@ def test_gen_cli_on_a_file(tmp_path):
     r = subprocess.run([sys.executable, "-m", "chunkproof", "gen", FORWARD_ONLY, "--out", str(out)],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
-    assert sorted(os.listdir(out)) == ["__init__.py", "_runtime.py", "my_deltanet.py"]
+    assert sorted(os.listdir(out)) == ["__init__.py", "_runtime.py", "my_deltanet.precision.json", "my_deltanet.py"]
     r = subprocess.run([sys.executable, "-m", "chunkproof", "gen", FORWARD_ONLY, "--out", str(out), "--check"],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr

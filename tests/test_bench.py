@@ -49,6 +49,19 @@ def test_interpreter_end_to_end_writes_the_rows_and_the_table(capsys, tmp_path):
 
 
 @interpreter
+def test_a_variant_with_a_parameter_argument_is_benched_and_gated(capsys, tmp_path):
+    # RWKV-6's u is [H, K], not per step: drawn at that shape, kept whole by the gate's
+    # prefix slice, and its gradient checked with the rest
+    path = tmp_path / "latest.json"
+    code, _, _ = bench(capsys, "--variant", "rwkv6", "--no-fla", "--no-sdpa", "--gate-t", "32", "-o", str(path))
+    assert code == 0
+    doc = json.loads(path.read_text())
+    assert [r["mode"] for r in doc["rows"]] == ["fwd", "fwd+bwd"]
+    assert all(d["gate"] == {"ours": "pass"} for d in doc["details"])
+    assert "du" in doc["details"][1]["errors"]["ours"]
+
+
+@interpreter
 def test_the_gate_refuses_a_perturbed_output_and_times_nothing(capsys, tmp_path, monkeypatch):
     from chunkproof.bench import runner
 

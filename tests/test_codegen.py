@@ -105,7 +105,7 @@ def test_checked_in_kernels_match_the_derivations(gen_check):
 @pytest.mark.xdist_group("gen_check")
 def test_gen_check_reports_an_edited_file(gen_check, tmp_path, capsys, monkeypatch):
     _, files = gen_check
-    monkeypatch.setattr(gen, "render_all", lambda variants, progress=None: dict(files))
+    monkeypatch.setattr(gen, "render_all", lambda variants, progress=None, **kw: dict(files))
     out = str(tmp_path / "gk")
     assert cli.main(["gen", "-q", "--out", out]) == 0
     assert cli.main(["gen", "--check", "-q", "--out", out]) == 0
@@ -213,20 +213,28 @@ def _gated_lines(stage, prec):
     return sorted(ln.target for ln in stage.lines if f"CT2, {prec})" in ln.code)
 
 
-def test_gprec_tiles_confine_the_gated_product_type_to_their_lines():
-    # DPLR takes grad_gated (tf32x3) in dQ's and dK's gated products only; every other
-    # gated product of its KB kernel is printed with the kernel's PREC2
-    bw = emit.backward_stages(*planned("dplr_delta_rule"))
+def _stages_with(name, lines):
+    p, bwd = planned(name)
+    v = dataclasses.replace(p.variant, precise_lines=lines)
+    return emit.backward_stages(dataclasses.replace(p, variant=v), bwd)
+
+
+def test_precise_lines_confine_the_gated_product_type_to_their_lines():
+    # dQ's and dK's gated products take grad_gated (GPREC); every other gated product of
+    # DPLR's KB kernel is printed with the kernel's PREC2
+    bw = _stages_with("dplr_delta_rule", ("dQ", "dK"))
     assert _gated_lines(bw.grad_kb, "GPREC") == ["b_dK", "b_dQ"]
     assert {"b_dA", "b_dB"} <= set(_gated_lines(bw.grad_kb, "PREC2"))
-    # GLA names none: all of its gated products take grad_gated
-    gla = emit.backward_stages(*planned("gla")).grad_k
-    assert _gated_lines(gla, "GPREC") and not _gated_lines(gla, "PREC2")
+    # none named: every gated product takes PREC2; None (the planner's survey): all GPREC
+    assert not _gated_lines(_stages_with("gla", ()).grad_k, "GPREC")
+    every = _stages_with("gla", None).grad_k
+    assert _gated_lines(every, "GPREC") and not _gated_lines(every, "PREC2")
+    assert set(every.gated) >= {"dQ", "dK"}
 
 
-def test_gprec_tiles_naming_no_gradient_line_is_refused():
-    v = dataclasses.replace(BY_NAME["gla"], gprec_tiles=("dQ", "dQx"))
-    with pytest.raises(plan.CodegenError, match=r"gprec_tiles names \['dQx'\]"):
+def test_precise_lines_naming_no_gradient_line_is_refused():
+    v = dataclasses.replace(BY_NAME["gla"], precise_lines=("dQ", "dQx"))
+    with pytest.raises(plan.CodegenError, match=r"precise_lines names \['dQx'\]"):
         gen.render_variant(v)
 
 
@@ -318,7 +326,7 @@ def test_tiling_refuses_unknown_keys_and_bad_values():
         gen.render_variant(dataclasses.replace(v, tiling={k: x for k, x in v.tiling.items() if k != "BV"}))
     with pytest.raises(plan.CodegenError, match="grad_BK is 32, but its gradient stage has no K-blocked kernel"):
         gen.render_variant(dataclasses.replace(v, tiling=dict(v.tiling, grad_BK=32)))
-    t = Tiling.of(**v.tiling)
+    t = Tiling.of(**dict(v.tiling, grad_BK=None))
     with pytest.raises(ValueError, match="BT must be a power of two >= 16, got 48"):
         t.replace(BT=48)
     assert all(Tiling.doc(k) for k in Tiling.keys())

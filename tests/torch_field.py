@@ -1,44 +1,15 @@
 """A float64 field on torch tensors, for the tests that hold the checker's own float
-truths (numpy, reverse mode) to torch autograd.  The checker does not import torch:
-its start-up would cost 2.5 s; the independence check lives here instead."""
+truths (numpy, reverse mode) to torch autograd.  The checker does not import torch
+(its start-up would cost 2.5 s); the field is the fuzz layer's, which does."""
 import torch
 
 from chunkproof.verify.evaluate import Point
-from chunkproof.verify.fields import Float
+from chunkproof.fuzz.chunked import torch_field
 
 
-class TorchFloat(Float):
-    name = "float64 (torch)"
-
-    def const(self, a):
-        return torch.as_tensor(a, dtype=torch.float64)
-
-    def eye(self, n):
-        return torch.eye(n, dtype=torch.float64)
-
-    def zeros(self, r, c):
-        return torch.zeros(r, c, dtype=torch.float64)
-
-    def ones(self, r, c):
-        return torch.ones(r, c, dtype=torch.float64)
-
-    def inv(self, a):
-        return torch.linalg.inv(a)
-
-    def exp(self, a):
-        return torch.exp(a)
-
-    def log(self, a):
-        return torch.log(a)
-
-    def T(self, a):
-        return a.transpose(-1, -2)
-
-    def vstack(self, xs):
-        return torch.cat(xs, dim=-2)
-
-    def hstack(self, xs):
-        return torch.cat(xs, dim=-1)
+def TorchFloat():
+    """The fuzz layer's torch field (chunkproof.fuzz.chunked), in float64."""
+    return torch_field(torch.float64)
 
 
 def _t(a):

@@ -79,9 +79,10 @@ def fuzz_case(variant, B, T, H, K, V, seed, dtype=torch.bfloat16, device="cpu"):
 
 
 def first_steps(tensors, t):
-    """Every batch and head, the first t steps (contiguous copies).  FLA's autotune keys
-    hold B and H but not T, so a slice reuses the configs autotuned at the full shape."""
-    return {n: x[:, :t].contiguous() for n, x in tensors.items()}
+    """Every batch and head, the first t steps (contiguous copies); a parameter ([H, K],
+    as RWKV-6's u) has no steps and is kept whole.  FLA's autotune keys hold B and H but
+    not T, so a slice reuses the configs autotuned at the full shape."""
+    return {n: x[:, :t].contiguous() if x.dim() >= 3 else x for n, x in tensors.items()}
 
 
 KNOWN = ("gla", "gated_delta_rule", "kda", "dplr_delta_rule")
@@ -90,12 +91,14 @@ KNOWN = ("gla", "gated_delta_rule", "kda", "dplr_delta_rule")
 def bench_inputs(variant, B, T, H, D, dtype=torch.bfloat16, gate_dtype=torch.float32, device="cpu", seed=0):
     """fla_inputs for the variants it knows; for another generated variant, a draw from
     its module's ARGS kinds in the same conventions (unit keys, log-sigmoid log gates
-    clamped to >= -5 in the gate dtype, sigmoid per-head values), K = V = D."""
+    clamped to >= -5 in the gate dtype (in q's when declared on a K tile), sigmoid per-head values, standard normal
+    parameters [H, D] in the inputs' dtype, as RWKV-6's u), K = V = D."""
     if variant in KNOWN:
         return fla_inputs(variant, B, T, H, D, dtype, gate_dtype, device, seed)
     from chunkproof.fuzz.cases import log_gates, module
     gen = torch.Generator(device="cpu").manual_seed(seed)
-    shapes = {"k": (B, T, H, D), "v": (B, T, H, D), "gate_k": (B, T, H, D), "gate_h": (B, T, H), "head": (B, T, H)}
+    shapes = {"k": (B, T, H, D), "v": (B, T, H, D), "gate_k": (B, T, H, D), "gate_h": (B, T, H), "head": (B, T, H),
+              "param_k": (H, D)}
     logs = set(log_gates(variant))     # log_of() arguments and log-space inputs (simple GLA's g)
     out = {}
     for name, kind in module(variant).ARGS:
@@ -106,5 +109,7 @@ def bench_inputs(variant, B, T, H, D, dtype=torch.bfloat16, gate_dtype=torch.flo
             x = F.normalize(x, p=2, dim=-1)
         elif kind == "head":
             x = torch.sigmoid(x)
-        out[name] = x.to(gate_dtype if name in logs else dtype).to(device)
+        # a log gate declared on a K tile (RWKV-6's w) shares q's dtype, as the API asks
+        wide = name in logs and kind not in ("k", "v")
+        out[name] = x.to(gate_dtype if wide else dtype).to(device)
     return out

@@ -23,9 +23,11 @@ def register(path: str, progress=None) -> List[str]:
     from chunkproof.codegen.variants import BY_NAME
     from chunkproof.derivations.loader import InputError
     from . import cases
+    from .precision_measure import Measure
     variants = gen.user_variants(path)
     try:
-        files = gen.render_all(variants, progress=progress)
+        # the precision records `chunkproof gen FILE.py` wrote, where fresh; else planned now
+        files = gen.render_all(variants, progress=progress, out_dir=gen.default_out(path), measure=Measure)
     except CodegenError as e:
         if type(e).__name__ == "Refused":
             raise

@@ -1,0 +1,107 @@
+"""Measuring a kernel for the precision planner (chunkproof.codegen.precision): each
+candidate printed, imported and run under Triton's interpreter with the H200's
+rounding emulated, bf16, forward + backward; each tensor's error against the fp64
+recurrence divided by the plain chunked baseline's (chunkproof.fuzz.chunked).  Here,
+in the fuzz layer, because it runs kernels; gen receives it from its callers."""
+import atexit
+import contextlib
+import importlib
+import os
+import shutil
+import sys
+import tempfile
+from typing import Dict
+
+from chunkproof.codegen.printer import CodegenError
+from chunkproof.codegen.variants import Variant
+
+
+class Measure:
+    """Errors of one variant's candidates, each printed, imported and run under the
+    interpreter; the baseline's and the reference's computed once per shape."""
+
+    def __init__(self, v: Variant, runtime: str, shapes, seed):
+        self.v, self.runtime, self.shapes, self.seed = v, runtime, tuple(shapes), seed
+        self.root = tempfile.mkdtemp(prefix="chunkproof_precision_")
+        atexit.register(shutil.rmtree, self.root, True)
+        self.n = 0
+        self.cases = {}
+
+    def _module(self, src):
+        self.n += 1
+        pkg = f"chunkproof_precision_{self.v.name}_{self.n}"
+        d = os.path.join(self.root, pkg)
+        os.makedirs(d)
+        for fname, text in (("__init__.py", ""), ("_runtime.py", self.runtime), (f"{self.v.name}.py", src)):
+            with open(os.path.join(d, fname), "w", encoding="utf-8") as f:
+                f.write(text)
+        sys.path.insert(0, self.root)
+        try:
+            return importlib.import_module(f"{pkg}.{self.v.name}")
+        finally:
+            sys.path.remove(self.root)
+
+    def _case(self, shape):
+        from chunkproof.fuzz.chunked import Chunked, case, errors, reference
+        import torch
+        if shape not in self.cases:
+            x, h0, do, dht = case(self.v.name, shape, self.seed)
+            scale = shape[3] ** -0.5
+            want = reference(self.v.name, x, h0, do, dht, scale)
+            base = Chunked(self.v.name, logs="wide")
+            eb = errors(*base.fwd_bwd(x, scale, h0, do, dht, torch.bfloat16), want)
+            self.cases[shape] = (x, h0, do, dht, scale, want, eb)
+        return self.cases[shape]
+
+    def ratios(self, choice: str, src: str) -> Dict[str, float]:
+        """'<shape> <tensor>' -> ours / baseline (inf where ours is not finite)."""
+        mod = self._module(src)
+        try:
+            with _as_kernel(self.v, mod):
+                return self._ratios(getattr(mod, self.v.func))
+        except Exception as e:    # a printing bug: name it, the variant and the choice
+            raise CodegenError(f"planning the precision of {self.v.name}: its kernel, printed with "
+                               f"{choice}, failed under the interpreter: {type(e).__name__}: "
+                               f"{e}") from e
+
+    def _ratios(self, fn):
+        from chunkproof.bench.calls import fwd_bwd_state
+        from chunkproof.fuzz.chunked import errors
+        from chunkproof.fuzz.rounding import emulate
+        out = {}
+        for shape in self.shapes:
+            x, h0, do, dht, scale, want, eb = self._case(shape)
+            undo = emulate("trunc")
+            try:
+                eo = errors(*fwd_bwd_state(fn, x, h0, do, dht, scale), want)
+            finally:
+                undo()
+            for t, e in eo.items():
+                key = f"{','.join(map(str, shape))} {t}"
+                out[key] = e / eb[t] if e == e and eb[t] > 0 else float("inf")
+        return out
+
+
+@contextlib.contextmanager
+def _as_kernel(v: Variant, mod):
+    """``mod`` stands for chunkproof.kernels.<name> (and ``v`` in the variant tables) for
+    the inputs, the oracle and the baseline, which look kernels up by name; restored after."""
+    from chunkproof.fuzz import cases
+    from chunkproof.codegen.variants import BY_NAME
+    key = f"chunkproof.kernels.{v.name}"
+    saved = sys.modules.get(key), BY_NAME.get(v.name), cases.API.get(v.name)
+    listed = v.name in cases.VARIANTS
+    sys.modules[key], BY_NAME[v.name], cases.API[v.name] = mod, v, v.func
+    if not listed:
+        cases.VARIANTS.append(v.name)
+    try:
+        yield
+    finally:
+        for table, k, old in ((sys.modules, key, saved[0]), (BY_NAME, v.name, saved[1]),
+                              (cases.API, v.name, saved[2])):
+            if old is None:
+                table.pop(k, None)
+            else:
+                table[k] = old
+        if not listed:
+            cases.VARIANTS.remove(v.name)

@@ -1,0 +1,68 @@
+"""triton.autotune in the generated modules: which configurations each kernel is tuned
+over, that the interpreter runs the stated one, and that every configuration autotune
+may pick computes the same result (run here under the interpreter, one at a time)."""
+import pytest
+import torch
+import triton
+
+from chunkproof.fuzz import cases
+from chunkproof.fuzz.reference import rel_rms
+
+TUNED_BV = ("_state_kernel", "_out_kernel", "_dstate_kernel")
+
+
+def _runtime():
+    import importlib
+    return importlib.import_module("chunkproof.kernels._runtime")
+
+
+def test_the_interpreter_runs_the_stated_configuration():
+    m = cases.module("gla")
+    rt = _runtime()
+    spec = m.launch_specs(torch.bfloat16, torch.device("cpu"), 128, 128)
+    assert not any(k.autotune for k in spec.kernels.values())
+    st = spec["_state_kernel"]
+    assert st.kwargs["num_warps"] == m.TILING.scan_warps and st.kwargs["BV"] == m.TILING.BV
+    assert st.on(m._state_kernel) is m._state_kernel
+    assert not rt.autotuning(m.TILING, torch.device("cuda"))      # TRITON_INTERPRET=1 here
+
+
+def test_on_a_gpu_each_kernel_autotunes_over_its_neighbours(monkeypatch):
+    rt = _runtime()
+    m = cases.module("gated_delta_rule")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert rt.autotuning(m.TILING, torch.device("cuda"))
+    assert not rt.autotuning(m.TILING.replace(autotune=False), torch.device("cuda"))
+    assert not rt.autotuning(m.TILING, torch.device("cpu"))
+    monkeypatch.setattr(m, "autotuning", lambda til, dev: True)
+    spec = m.launch_specs(torch.bfloat16, torch.device("cpu"), 128, 128)
+    for name, launch in spec.kernels.items():
+        configs = launch.configs()
+        stated = ({"BV": launch.constexprs["BV"]} if "BV" in launch.tuned else {}, launch.num_warps,
+                  launch.num_stages)
+        assert configs[0] == stated, name
+        assert len(configs) == (4 if name in TUNED_BV else 2), (name, configs)
+        assert {w for _, w, _ in configs} == {4, 8}
+        kw = launch.kwargs
+        assert "num_warps" not in kw and ("BV" in kw) == (name not in TUNED_BV), name
+        tuned = launch.on(getattr(m, name))
+        assert isinstance(tuned, triton.runtime.autotuner.Autotuner) and len(tuned.configs) == len(configs)
+        assert launch.on(getattr(m, name)) is tuned        # built once
+
+
+@pytest.mark.parametrize("name", ["gla", "gated_delta_rule", "rwkv6"])
+def test_every_configuration_autotune_may_pick_computes_the_same(name):
+    # half the V block in the V-tiled kernels (warps do not change the interpreter's result)
+    from chunkproof.bench.calls import fwd_bwd_state
+    from chunkproof.bench.inputs import fuzz_case
+    m = cases.module(name)
+    x, h0, do, dht = fuzz_case(name, 1, 70, 2, 32, 64, seed=3, dtype=torch.float32)
+    fn = cases.kernel(name)
+    with m.tiling_override(fp32_BV=64):
+        want = fwd_bwd_state(fn, x, h0, do, dht)
+    with m.tiling_override(fp32_BV=32):
+        got = fwd_bwd_state(fn, x, h0, do, dht)
+    for a, b in zip(want[:2], got[:2]):
+        assert rel_rms(b, a) < 1e-6
+    for n in want[2]:
+        assert rel_rms(got[2][n], want[2][n]) < 1e-6, n

@@ -1,0 +1,104 @@
+"""The precision planner (codegen/precision.py): its search, its records, and that the
+printed kernels carry what it chose."""
+import json
+import os
+import re
+
+import pytest
+
+from chunkproof.codegen import gen, precision
+from chunkproof.codegen.precision import Choice
+from chunkproof.codegen.tiling import DOTS
+from chunkproof.codegen.variants import VARIANTS
+from chunkproof.fuzz import cases
+from chunkproof.fuzz.precision_measure import Measure
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FORWARD_ONLY = os.path.join(ROOT, "tests", "data", "deltanet_forward_only.py")
+
+
+def test_promotions_step_one_family_or_one_line_at_a_time():
+    c = Choice.cheapest()
+    assert c.cost() == 0 and all(t == DOTS[0] for _, t in c.dots)
+    steps = c.promotions(["dQ", "dK"])
+    assert len(steps) == len(precision.FAMILIES) + 2
+    assert all(s.cost() == 1 for _, s in steps)
+    top = Choice(tuple((f, DOTS[-1]) for f in precision.FAMILIES), ("dK", "dQ"))
+    assert top.promotions(["dQ", "dK"]) == []
+    assert Choice.from_dict(top.as_dict()) == top
+
+
+@pytest.mark.parametrize("v", VARIANTS, ids=lambda v: v.name)
+def test_every_bundled_kernel_prints_its_record(v):
+    # the committed record is fresh (measured on this very code) and the module's TILING
+    # and gated products are its choice
+    rec = precision.read_record(gen.OUT_DIR, v.name)
+    assert rec is not None, f"no precision record for {v.name}"
+    src = open(os.path.join(gen.OUT_DIR, f"{v.name}.py"), encoding="utf-8").read()
+    runtime = open(os.path.join(gen.OUT_DIR, "_runtime.py"), encoding="utf-8").read()
+    assert precision.fresh(rec, src, runtime)
+    choice = rec["choice"]
+    tiling = cases.module(v.name).TILING
+    for f in precision.FAMILIES:
+        assert getattr(tiling, f) == choice[f], f
+    assert rec["met"] == (rec["worst_ratio"] <= rec["target"])
+    assert rec["worst_ratio"] == pytest.approx(max(rec["ratios"].values()), abs=1e-3)
+    assert set(choice["precise_lines"]) <= set(rec["gated_lines"])
+    gated = {m.group(1) for m in re.finditer(r"b_(\w+?)(?:_c|_f)? = [^\n]*(?:\n {12,}[^\n]*)*GPREC", src)}
+    assert not (set(choice["precise_lines"]) - gated), "a precise line prints no GPREC product"
+
+
+def test_a_record_measured_on_other_code_is_stale(tmp_path):
+    v = next(v for v in VARIANTS if v.name == "delta_rule")
+    out = tmp_path / "k"
+    out.mkdir()
+    rec = precision.read_record(gen.OUT_DIR, v.name)
+    rec["source_sha256"] = "0" * 64
+    (out / precision.RECORD.format(v.name)).write_text(json.dumps(rec))
+    with pytest.raises(gen.StalePrecision, match="delta_rule"):
+        gen.render_all([v], out_dir=str(out))
+
+
+def test_a_broken_record_is_named(tmp_path):
+    (tmp_path / precision.RECORD.format("delta_rule")).write_text("{not json")
+    with pytest.raises(precision.CodegenError, match="not a precision record"):
+        precision.read_record(str(tmp_path), "delta_rule")
+
+
+def test_the_planner_climbs_until_the_target_or_the_top(tmp_path, monkeypatch):
+    # a user's DeltaNet at one small shape: an unreachable target takes every family to
+    # its most precise type, and the record says the target was not met
+    monkeypatch.setattr(precision, "SHAPES", ((1, 20, 1, 16, 16),))
+    monkeypatch.setattr(precision, "TARGET", 0.01)
+    said = []
+    files = gen.render_all(gen.user_variants(FORWARD_ONLY), progress=said.append, out_dir=str(tmp_path),
+                           measure=Measure)
+    name = next(n for n in files if n.endswith(".precision.json"))
+    rec = json.loads(files[name])
+    assert not rec["met"] and rec["choice"] == dict({f: DOTS[-1] for f in precision.FAMILIES}, precise_lines=[])
+    assert len(rec["steps"]) == 1 + 2 * len(precision.FAMILIES)
+    assert any("NOT met" in s for s in said)
+    # a reachable one stops at the first choice meeting it
+    monkeypatch.setattr(precision, "TARGET", 1e9)
+    rec = json.loads(gen.render_all(gen.user_variants(FORWARD_ONLY), out_dir=str(tmp_path), measure=Measure)[name])
+    assert rec["met"] and Choice.from_dict(rec["choice"]) == Choice.cheapest()
+
+
+class _Synthetic:
+    """A stand-in measurement: only reverse_dots at tf32_mixed brings 'dh0' under the
+    target (a plateau at tf32 first); every other choice changes nothing."""
+    def __init__(self, v, runtime, shapes, seed):
+        self.n = 0
+
+    def ratios(self, desc, src):
+        self.n += 1
+        return {"o": 0.5, "dh0": 0.5 if "reverse_dots=tf32_mixed" in desc else 3.0}
+
+
+def test_a_plateau_is_crossed_by_the_cheaper_promotions(monkeypatch):
+    # ties in the worst ratio go to the cheaper choice, so the climb reaches the one
+    # family that matters; it keeps what it promoted on the way (no step back)
+    v = next(v for v in VARIANTS if v.name == "delta_rule")
+    rec, _ = precision.plan(v, lambda vv: "", "", ["dQ"], _Synthetic)
+    assert rec["met"] and rec["choice"]["reverse_dots"] == DOTS[-1]
+    assert rec["worst_ratio"] == 0.5 and rec["evaluations"] == 1 + sum(s.get("candidates", 0) for s in rec["steps"])
