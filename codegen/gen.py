@@ -8,7 +8,7 @@ from typing import Dict, List, Optional
 
 import jinja2
 
-from . import backward_pick, emit, precision, wrap
+from . import backward_pick, emit, fla_api, precision, wrap
 from .plan import backward_claims, build, load_variant
 from .printer import CodegenError
 from .tiling import Tiling
@@ -75,7 +75,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         fp32_tiles=[n for n in plan.boundary if emit.stored_fp32(plan, n)],
         out=plan.program.output, state=plan.program.state,
         arg_names=[a.name for a in v.args],
-        args_spec=repr(tuple((a.name, a.kind) for a in v.args)),
+        args_spec=repr(tuple((a.name, a.kind) for a in v.args)), fla_keywords=fla_api.literal(v.func),
         shapes_doc=", ".join(f"{a.name} {_SHAPE_DOC[a.kind]}" for a in v.args),
     )
     src = wrap.wrap_source((env or _env()).get_template("variant.py.j2").render(**ctx), MAX_LINE)

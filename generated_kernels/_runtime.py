@@ -6,6 +6,7 @@ import functools
 import math
 import os
 import numbers
+import warnings
 
 import torch
 import triton
@@ -367,6 +368,29 @@ def _fail(func, msg):
     raise ValueError(f"{func}: {msg}")
 
 
+def check_keywords(func, takes, fla, kwargs):
+    """FLA's keywords (``fla``: (name, default, what)) at the value that asks for nothing
+    are accepted; another value, or a keyword FLA's function does not take either, is
+    refused by name with what is supported."""
+    known = {name: (default, what) for name, default, what in fla}
+    at_default = f"; FLA's {', '.join(known)} only at their defaults" if known else ""
+    for name, value in kwargs.items():
+        if name not in known:
+            raise TypeError(f"{func}() got an unexpected keyword argument {name!r}; it takes "
+                            f"{', '.join(takes)}{at_default} (docs/fla_api.md)")
+        default, what = known[name]
+        if not _is_default(value, default):
+            shown = "a tensor" if isinstance(value, torch.Tensor) else repr(value)[:60]
+            _fail(func, f"{name}={shown} ({what}) is not supported by chunkproof yet: leave it out or pass "
+                        f"{name}={default!r}; supported: {', '.join(takes)}{at_default} (docs/fla_api.md)")
+
+
+def _is_default(value, default):
+    if default is None or isinstance(default, bool):
+        return value is default
+    return isinstance(value, int) and not isinstance(value, bool) and value == default
+
+
 def check_args(func, spec, tensors, scale, initial_state, output_final_state):
     """Shapes, dtypes and devices only: nothing here synchronises with the device."""
     named = dict(zip([n for n, _ in spec], tensors))
@@ -389,6 +413,9 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state):
             _fail(func, f"{name} must be {_SHAPES[kind]} = {list(want[kind])}, got {list(t.shape)}")
     if T < 1 or B < 1 or H < 1:
         _fail(func, f"q has an empty dimension: shape {tuple(q.shape)}")
+    if T < H:
+        warnings.warn(f"{func}: q of shape {list(q.shape)} is read as [B, T, H, K] with T = {T} < H = {H}; "
+                      f"head-first input [B, H, T, K] must be transposed to [B, T, H, K] first", stacklevel=3)
     for d, n in ((K, "K (q.shape[-1])"), (V, "V (v.shape[-1])")):
         if d > MAX_HEAD_DIM:
             _fail(func, f"head size {n} = {d} is over the supported limit {MAX_HEAD_DIM}")

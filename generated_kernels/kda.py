@@ -14,7 +14,8 @@ import triton.language as tl
 
 from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
-    check_args, check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
+    check_args, check_grads, check_keywords, effective_tiling, explains_resources, kernel_types, needs_grad,
+    refuse_grad)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
@@ -23,6 +24,23 @@ TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_st
         gradv_dots='input', grad_dots='tf32', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
         fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
+# FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
+# for nothing, what it asks for); accepted at that value, refused by name otherwise
+FLA_KEYWORDS = (('use_qk_l2norm_in_kernel', False, 'L2-normalising q and k inside the kernel'),
+        ('use_gate_in_kernel', False, 'the gate computed inside the kernel from A_log and dt_bias'),
+        ('use_beta_sigmoid_in_kernel', False, 'beta = sigmoid(beta) inside the kernel'),
+        ('allow_neg_eigval', False, 'beta scaled to (0, 2)'),
+        ('safe_gate', False, 'a faster path for gates bounded below by lower_bound'),
+        ('lower_bound', None, "the bound of safe_gate's gates"),
+        ('disable_recompute', False, 'storing forward intermediates instead of recomputing them'),
+        ('return_intermediate_states', False, 'returning the chunk states as well'),
+        ('state_v_first', False, 'states laid out [N, H, V, K]'),
+        ('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)'),
+        ('cu_seqlens_cpu', None, 'a host copy of cu_seqlens'), ('cp_context', None, 'context parallelism'),
+        ('use_graph', False, 'Ascend graph mode'), ('max_num_seqs', None, "Ascend graph mode's sequence bound"),
+        ('transpose_state_layout', False, 'the deprecated name of state_v_first'),
+        ('A_log', None, "the in-kernel gate's A_log"), ('dt_bias', None, "the in-kernel gate's dt_bias"),
+        ('chunk_size', 64, 'the chunk length (chunkproof takes it from TILING BT)'))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["At", "Gamma"]
 
@@ -872,7 +890,7 @@ class _Chunk(torch.autograd.Function):
                 g["initial_state"] if initial_state is not None else None, None)
 
 
-def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False):
+def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, **kwargs):
     """S_t = S_{t-1} Diag(exp g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t
 
     Shapes (FLA's layout): q [B, T, H, K], k [B, T, H, K], v [B, T, H, V], g [B, T, H, K] (log decay), beta [B, T, H];
@@ -881,7 +899,11 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     Returns ``(o, final_state)``; final_state is None unless output_final_state.
     Differentiable (torch.autograd) in every tensor argument and initial_state; a
     gradient on the final state is accepted.
+    FLA's other keywords are accepted at their defaults and refused by name otherwise
+    (FLA_KEYWORDS; docs/fla_api.md).
     """
+    check_keywords("chunk_kda", [n for n, _ in ARGS] + ["scale", "initial_state", "output_final_state"],
+                   FLA_KEYWORDS, kwargs)
     (q, k, v, g, beta), scale, initial_state = check_args(
         "chunk_kda", ARGS, (q, k, v, g, beta), scale, initial_state, output_final_state)
     if needs_grad((q, k, v, g, beta), initial_state):

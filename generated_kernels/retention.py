@@ -14,7 +14,8 @@ import triton.language as tl
 
 from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
-    check_args, check_grads, effective_tiling, explains_resources, kernel_types, needs_grad, refuse_grad)
+    check_args, check_grads, check_keywords, effective_tiling, explains_resources, kernel_types, needs_grad,
+    refuse_grad)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
@@ -23,6 +24,11 @@ TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_st
         gradv_dots='input', grad_dots='input', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
         fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'))
+# FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
+# for nothing, what it asks for); accepted at that value, refused by name otherwise
+FLA_KEYWORDS = (('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)'),
+        ('head_first', False, 'head-first [B, H, T, ...] inputs, removed from FLA'),
+        ('chunk_size', None, 'the chunk length (chunkproof takes it from TILING BT)'))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["Gamma", "gamma_log"]
 
@@ -568,7 +574,7 @@ class _Chunk(torch.autograd.Function):
                 g["initial_state"] if initial_state is not None else None, None)
 
 
-def chunk_retention(q, k, v, scale=None, initial_state=None, output_final_state=False):
+def chunk_retention(q, k, v, scale=None, initial_state=None, output_final_state=False, **kwargs):
     """S_t = gamma_h S_{t-1} + v_t k_t^T,  o_t = S_t q_t  (gamma_h = 1 - 2^(-5-h), per head)
 
     Shapes (FLA's layout): q [B, T, H, K], k [B, T, H, K], v [B, T, H, V]; initial_state and the returned final
@@ -576,7 +582,11 @@ def chunk_retention(q, k, v, scale=None, initial_state=None, output_final_state=
     Returns ``(o, final_state)``; final_state is None unless output_final_state.
     Differentiable (torch.autograd) in every tensor argument and initial_state; a
     gradient on the final state is accepted.
+    FLA's other keywords are accepted at their defaults and refused by name otherwise
+    (FLA_KEYWORDS; docs/fla_api.md).
     """
+    check_keywords("chunk_retention", [n for n, _ in ARGS] + ["scale", "initial_state", "output_final_state"],
+                   FLA_KEYWORDS, kwargs)
     (q, k, v), scale, initial_state = check_args(
         "chunk_retention", ARGS, (q, k, v), scale, initial_state, output_final_state)
     if needs_grad((q, k, v), initial_state):

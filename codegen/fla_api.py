@@ -1,0 +1,72 @@
+"""FLA's keywords beyond the ones every generated function takes (its tensors, scale,
+initial_state, output_final_state), per public function, as FLA 0.6.0 declares them:
+its signatures in fla/ops/<op>/chunk.py and the keywords those functions read from
+**kwargs.  Each has the value at which it asks for nothing (FLA's default) and what it
+asks for.  A generated function accepts such a keyword at that value (FLA's layers pass
+``cu_seqlens=None`` explicitly) and refuses any other value by name, and refuses a
+keyword FLA does not know either (docs/fla_api.md has the table)."""
+from typing import Dict, NamedTuple, Tuple
+
+
+class Keyword(NamedTuple):
+    name: str
+    default: object        # None, False or an int: printed as a literal into the module
+    what: str              # what FLA does with it, for the refusal
+
+
+def _k(name, default, what):
+    return Keyword(name, default, what)
+
+
+CU_SEQLENS = _k("cu_seqlens", None, "variable-length batches (packed sequences, B = 1)")
+CU_SEQLENS_CPU = _k("cu_seqlens_cpu", None, "a host copy of cu_seqlens")
+CHUNK_INDICES = _k("chunk_indices", None, "precomputed chunk indices for cu_seqlens")
+STATE_V_FIRST = _k("state_v_first", False, "states laid out [N, H, V, K]")
+TRANSPOSED = _k("transpose_state_layout", False, "the deprecated name of state_v_first")
+HEAD_FIRST = _k("head_first", False, "head-first [B, H, T, ...] inputs, removed from FLA")
+CP = _k("cp_context", None, "context parallelism")
+L2NORM = _k("use_qk_l2norm_in_kernel", False, "L2-normalising q and k inside the kernel")
+BETA_SIGMOID = _k("use_beta_sigmoid_in_kernel", False, "beta = sigmoid(beta) inside the kernel")
+NEG_EIGVAL = _k("allow_neg_eigval", False, "beta scaled to (0, 2)")
+GATE_IN_KERNEL = _k("use_gate_in_kernel", False, "the gate computed inside the kernel from A_log and dt_bias")
+A_LOG = _k("A_log", None, "the in-kernel gate's A_log")
+DT_BIAS = _k("dt_bias", None, "the in-kernel gate's dt_bias")
+SAFE_GATE = _k("safe_gate", False, "a faster path for gates bounded below by lower_bound")
+LOWER_BOUND = _k("lower_bound", None, "the bound of safe_gate's gates")
+NO_RECOMPUTE = _k("disable_recompute", False, "storing forward intermediates instead of recomputing them")
+
+
+def _chunk_size(default):
+    return _k("chunk_size", default, "the chunk length (chunkproof takes it from TILING BT)")
+
+
+KEYWORDS: Dict[str, Tuple[Keyword, ...]] = {
+    "chunk_gla": (STATE_V_FIRST, CU_SEQLENS, CU_SEQLENS_CPU),
+    "chunk_gated_delta_rule": (
+        L2NORM, BETA_SIGMOID, NEG_EIGVAL, STATE_V_FIRST, CU_SEQLENS, CU_SEQLENS_CPU, CHUNK_INDICES, CP,
+        TRANSPOSED, HEAD_FIRST, _chunk_size(64), GATE_IN_KERNEL, A_LOG, DT_BIAS),
+    "chunk_kda": (
+        L2NORM, GATE_IN_KERNEL, BETA_SIGMOID, NEG_EIGVAL, SAFE_GATE, LOWER_BOUND, NO_RECOMPUTE,
+        _k("return_intermediate_states", False, "returning the chunk states as well"), STATE_V_FIRST,
+        CU_SEQLENS, CU_SEQLENS_CPU, CP, _k("use_graph", False, "Ascend graph mode"),
+        _k("max_num_seqs", None, "Ascend graph mode's sequence bound"), TRANSPOSED, A_LOG, DT_BIAS,
+        _chunk_size(64)),
+    "chunk_dplr_delta_rule": (
+        CU_SEQLENS, CU_SEQLENS_CPU, SAFE_GATE, _chunk_size(None), NO_RECOMPUTE, CP, LOWER_BOUND, HEAD_FIRST),
+    "chunk_delta_rule": (L2NORM, CU_SEQLENS, CU_SEQLENS_CPU, HEAD_FIRST, _chunk_size(64)),
+    "chunk_simple_gla": (
+        _k("g_gamma", None, "a fixed log decay per head instead of g"), STATE_V_FIRST, CU_SEQLENS,
+        CU_SEQLENS_CPU, HEAD_FIRST, _chunk_size(None)),
+    "chunk_retention": (CU_SEQLENS, HEAD_FIRST, _chunk_size(None)),
+    "chunk_rwkv6": (CU_SEQLENS, CU_SEQLENS_CPU),
+}
+
+
+def keywords(func: str) -> Tuple[Keyword, ...]:
+    """FLA's keywords of ``func`` (none for a function FLA does not have)."""
+    return KEYWORDS.get(func, ())
+
+
+def literal(func: str) -> str:
+    """The table as the generated module holds it: ((name, default, what), ...)."""
+    return repr(tuple(tuple(k) for k in keywords(func)))

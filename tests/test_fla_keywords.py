@@ -1,0 +1,77 @@
+"""FLA's keywords (codegen/fla_api.py, docs/fla_api.md): accepted at the value that asks
+for nothing, refused by name at any other, an unknown one named with what the function
+takes; and the head-first warning."""
+import os
+import warnings
+
+import pytest
+import torch
+
+import chunkproof.kernels as G
+from chunkproof.codegen import fla_api
+from chunkproof.fuzz.cases import VARIANTS, make_inputs, module
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _func(name):
+    return next(f for f in dir(module(name)) if f.startswith("chunk_"))
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_every_fla_keyword_at_its_default_changes_nothing(name):
+    m = module(name)
+    args, _, _ = make_inputs(name, 1, 8, 2, 16, 16, seed=0)
+    fn = getattr(m, _func(name))
+    plain, _ = fn(*args)
+    defaults = {k: d for k, d, _ in m.FLA_KEYWORDS}
+    assert defaults, f"{name}: no FLA keywords printed"
+    o, _ = fn(*args, **defaults)
+    assert torch.equal(o, plain)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_an_fla_keyword_asking_for_something_is_refused_by_name(name):
+    m = module(name)
+    args, _, _ = make_inputs(name, 1, 8, 2, 16, 16, seed=0)
+    fn = getattr(m, _func(name))
+    for k, default, what in m.FLA_KEYWORDS:
+        value = torch.tensor([0, 8]) if default is None else (True if default is False else default // 2)
+        with pytest.raises(ValueError) as e:
+            fn(*args, **{k: value})
+        msg = str(e.value)
+        assert msg.startswith(f"{_func(name)}: {k}=") and what in msg and "output_final_state" in msg, msg
+
+
+def test_a_keyword_fla_does_not_have_is_named_with_what_is_taken():
+    args, _, _ = make_inputs("gla", 1, 8, 2, 16, 16, seed=0)
+    with pytest.raises(TypeError) as e:
+        G.chunk_gla(*args, use_qk_l2norm_in_kernel=True)     # Gated DeltaNet's, not GLA's
+    msg = str(e.value)
+    assert "'use_qk_l2norm_in_kernel'" in msg and "q, k, v, g, scale, initial_state" in msg
+    assert "cu_seqlens" in msg
+
+
+def test_fla_layers_call_pattern_with_none_keywords():
+    # as fla/layers/gated_deltanet.py calls it in a fixed-length batch
+    args, _, _ = make_inputs("gated_delta_rule", 1, 8, 2, 16, 16, seed=0)
+    o, ht = G.chunk_gated_delta_rule(*args, initial_state=None, output_final_state=True, cu_seqlens=None,
+                                     use_qk_l2norm_in_kernel=False)
+    assert o.shape == (1, 8, 2, 16) and ht.shape == (1, 2, 16, 16)
+
+
+def test_head_first_shape_warns_and_a_proper_one_does_not():
+    args, _, _ = make_inputs("gla", 1, 3, 4, 16, 16, seed=0)        # T = 3 < H = 4
+    with pytest.warns(UserWarning, match=r"T = 3 < H = 4.*head-first"):
+        G.chunk_gla(*args)
+    args, _, _ = make_inputs("gla", 1, 8, 2, 16, 16, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        G.chunk_gla(*args)
+
+
+def test_the_docs_table_lists_every_keyword():
+    text = open(os.path.join(ROOT, "docs", "fla_api.md"), encoding="utf-8").read()
+    for func, kws in fla_api.KEYWORDS.items():
+        for k in kws:
+            assert f"| `{func}` | `{k.name}` | `{k.default!r}` |" in text, (func, k.name)
