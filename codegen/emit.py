@@ -15,11 +15,16 @@ from .plan import Plan, param_bindings, param_names, unit_lower, var_names
 from .printer import CodegenError, TritonPrinter, Val
 
 
+# the arguments grouped value attention shares across value heads (FLA's GVA: HV value
+# heads, H = HV / G query/key heads, value head h reading query/key head h // G)
+GROUPED = ("q", "k")
+
+
 @dataclass
 class Load:
     tile: str          # derivation tile name
     arg: str           # kernel pointer argument
-    kind: str          # 'k' | 'v' | 'head' ; how the tensor is laid out
+    kind: str          # 'k' | 'kq' | 'v' | 'head' ; how the tensor is laid out ('kq': q, k)
     log: bool          # the argument holds the log of the tile (gates)
     scaled: bool = False
     f32: bool = False  # read in fp32 (an input that is already a log gate: it is summed and exponentiated)
@@ -129,7 +134,10 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
         a = args[t]
         log = a.kind.startswith("gate")
         loggate = kinds.get(t) == "loggate"
-        st.loads.append(Load(t, a.name, layout(shapes[t]), log, scaled=(a.name == "q"), f32=loggate))
+        kind = layout(shapes[t])
+        if a.name in GROUPED and kind == "k":      # GVA: read from the query/key head
+            kind = "kq"
+        st.loads.append(Load(t, a.name, kind, log, scaled=(a.name == "q"), f32=loggate))
         env[t] = Val(None, shapes[t], log=f"b_{t}_log", last=f"b_{t}_log_last") if log else \
             Val(f"b_{t}", shapes[t], raw=(a.name != "q" and not loggate))      # q is scaled on load
     if "S_prev" in used:

@@ -4,7 +4,8 @@ its signatures in fla/ops/<op>/chunk.py and the keywords those functions read fr
 **kwargs.  Each has the value at which it asks for nothing (FLA's default) and what it
 asks for.  A generated function accepts such a keyword at that value (FLA's layers pass
 ``cu_seqlens=None`` explicitly) and refuses any other value by name, and refuses a
-keyword FLA does not know either (docs/fla_api.md has the table)."""
+keyword FLA does not know either (docs/fla_api.md has the table).  A keyword with
+``allowed`` values is supported: those values are passed on to the kernels."""
 from typing import Dict, NamedTuple, Tuple
 
 
@@ -12,10 +13,11 @@ class Keyword(NamedTuple):
     name: str
     default: object        # None, False or an int: printed as a literal into the module
     what: str              # what FLA does with it, for the refusal
+    allowed: tuple = ()    # other values chunkproof supports (passed on); () : refused
 
 
-def _k(name, default, what):
-    return Keyword(name, default, what)
+def _k(name, default, what, allowed=()):
+    return Keyword(name, default, what, tuple(allowed))
 
 
 CU_SEQLENS = _k("cu_seqlens", None, "variable-length batches (packed sequences, B = 1)")
@@ -36,8 +38,10 @@ LOWER_BOUND = _k("lower_bound", None, "the bound of safe_gate's gates")
 NO_RECOMPUTE = _k("disable_recompute", False, "storing forward intermediates instead of recomputing them")
 
 
-def _chunk_size(default):
-    return _k("chunk_size", default, "the chunk length (chunkproof takes it from TILING BT)")
+def _chunk_size(default, allowed=(16, 32, 64)):
+    # the sizes FLA allows that the kernels take (powers of two from 16); the default asks
+    # for nothing: TILING's BT (fp32_BT for fp32 inputs)
+    return _k("chunk_size", default, "the chunk length", allowed)
 
 
 KEYWORDS: Dict[str, Tuple[Keyword, ...]] = {
@@ -50,7 +54,7 @@ KEYWORDS: Dict[str, Tuple[Keyword, ...]] = {
         _k("return_intermediate_states", False, "returning the chunk states as well"), STATE_V_FIRST,
         CU_SEQLENS, CU_SEQLENS_CPU, CP, _k("use_graph", False, "Ascend graph mode"),
         _k("max_num_seqs", None, "Ascend graph mode's sequence bound"), TRANSPOSED, A_LOG, DT_BIAS,
-        _chunk_size(64)),
+        _chunk_size(64, (32, 64))),
     "chunk_dplr_delta_rule": (
         CU_SEQLENS, CU_SEQLENS_CPU, SAFE_GATE, _chunk_size(None), NO_RECOMPUTE, CP, LOWER_BOUND, HEAD_FIRST),
     "chunk_delta_rule": (L2NORM, CU_SEQLENS, CU_SEQLENS_CPU, HEAD_FIRST, _chunk_size(64)),

@@ -76,6 +76,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         out=plan.program.output, state=plan.program.state,
         arg_names=[a.name for a in v.args],
         args_spec=repr(tuple((a.name, a.kind) for a in v.args)), fla_keywords=fla_api.literal(v.func),
+        grouped=[a.name for a in v.args if a.name in emit.GROUPED and a.kind == "k"],
         shapes_doc=", ".join(f"{a.name} {_SHAPE_DOC[a.kind]}" for a in v.args),
     )
     src = wrap.wrap_source((env or _env()).get_template("variant.py.j2").render(**ctx), MAX_LINE)

@@ -17,8 +17,20 @@ from chunkproof.codegen.tiling import DOTS, Tiling  # noqa: F401 - the schema th
 MAX_HEAD_DIM = 256
 
 _DTYPES = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
-_SHAPES = {"k": "[B, T, H, K]", "v": "[B, T, H, V]", "gate_k": "[B, T, H, K]", "gate_h": "[B, T, H]",
-           "head": "[B, T, H]", "param_k": "[H, K]"}
+# HV: the value heads (grouped value attention: HV = G * H, FLA's GVA); q and k have H
+_SHAPES = {"kq": "[B, T, H, K]", "k": "[B, T, HV, K]", "v": "[B, T, HV, V]", "gate_k": "[B, T, HV, K]",
+           "gate_h": "[B, T, HV]", "head": "[B, T, HV]", "param_k": "[HV, K]"}
+# the arguments read from the query/key heads (codegen/emit.GROUPED)
+_GROUPED = ("q", "k")
+
+
+def _kind(name, kind):
+    return "kq" if name in _GROUPED and kind == "k" else kind
+
+
+def _shape_doc(kind, grouped):
+    doc = _SHAPES[kind]
+    return doc if grouped else doc.replace("HV", "H")
 
 
 @triton.jit
@@ -369,20 +381,32 @@ def _fail(func, msg):
 
 
 def check_keywords(func, takes, fla, kwargs):
-    """FLA's keywords (``fla``: (name, default, what)) at the value that asks for nothing
-    are accepted; another value, or a keyword FLA's function does not take either, is
-    refused by name with what is supported."""
-    known = {name: (default, what) for name, default, what in fla}
-    at_default = f"; FLA's {', '.join(known)} only at their defaults" if known else ""
+    """FLA's keywords (``fla``: (name, default, what, allowed)) at the value that asks for
+    nothing are accepted; a supported one (``allowed``) at one of those values is returned
+    ({name: value}) to be passed on; another value, or a keyword FLA's function does not
+    take either, is refused by name with what is supported."""
+    known = {name: (default, what, allowed) for name, default, what, allowed in fla}
+    takes = list(takes) + [n for n, (_, _, allowed) in known.items() if allowed]
+    rest = [n for n, (_, _, allowed) in known.items() if not allowed]
+    at_default = f"; FLA's {', '.join(rest)} only at their defaults" if rest else ""
+    out = {}
     for name, value in kwargs.items():
         if name not in known:
             raise TypeError(f"{func}() got an unexpected keyword argument {name!r}; it takes "
                             f"{', '.join(takes)}{at_default} (docs/fla_api.md)")
-        default, what = known[name]
-        if not _is_default(value, default):
-            shown = "a tensor" if isinstance(value, torch.Tensor) else repr(value)[:60]
-            _fail(func, f"{name}={shown} ({what}) is not supported by chunkproof yet: leave it out or pass "
-                        f"{name}={default!r}; supported: {', '.join(takes)}{at_default} (docs/fla_api.md)")
+        default, what, allowed = known[name]
+        if _is_default(value, default):
+            continue
+        if any(_is_default(value, a) for a in allowed):
+            out[name] = value
+            continue
+        shown = "a tensor" if isinstance(value, torch.Tensor) else repr(value)[:60]
+        if allowed:
+            _fail(func, f"{name}={shown} ({what}): chunkproof supports {name} in "
+                        f"{', '.join(map(str, allowed))} here (docs/fla_api.md)")
+        _fail(func, f"{name}={shown} ({what}) is not supported by chunkproof yet: leave it out or pass "
+                    f"{name}={default!r}; supported: {', '.join(takes)}{at_default} (docs/fla_api.md)")
+    return out
 
 
 def _is_default(value, default):
@@ -402,15 +426,18 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state):
         _fail(func, f"q must be [B, T, H, K], got a {q.dim()}-d tensor of shape {tuple(q.shape)}")
     B, T, H, K = q.shape
     v = named["v"]
-    if v.dim() != 4 or tuple(v.shape[:3]) != (B, T, H):
-        _fail(func, f"v must be [B, T, H, V] = [{B}, {T}, {H}, V] to match q, got {tuple(v.shape)}")
-    V = v.shape[3]
-    want = {"k": (B, T, H, K), "v": (B, T, H, V), "gate_k": (B, T, H, K), "gate_h": (B, T, H),
-            "head": (B, T, H), "param_k": (H, K)}
+    if v.dim() != 4 or tuple(v.shape[:2]) != (B, T):
+        _fail(func, f"v must be [B, T, HV, V] = [{B}, {T}, HV, V] to match q, got {tuple(v.shape)}")
+    HV, V = v.shape[2], v.shape[3]
+    if HV < H or HV % H:
+        _fail(func, f"v has HV = {HV} heads, q has H = {H}: HV must be a multiple of H (grouped value "
+                    f"attention: value head h reads query/key head h // (HV / H))")
+    want = {"kq": (B, T, H, K), "k": (B, T, HV, K), "v": (B, T, HV, V), "gate_k": (B, T, HV, K),
+            "gate_h": (B, T, HV), "head": (B, T, HV), "param_k": (HV, K)}
     for name, kind in spec:
-        t = named[name]
+        t, kind = named[name], _kind(name, kind)
         if tuple(t.shape) != want[kind]:
-            _fail(func, f"{name} must be {_SHAPES[kind]} = {list(want[kind])}, got {list(t.shape)}")
+            _fail(func, f"{name} must be {_shape_doc(kind, HV != H)} = {list(want[kind])}, got {list(t.shape)}")
     if T < 1 or B < 1 or H < 1:
         _fail(func, f"q has an empty dimension: shape {tuple(q.shape)}")
     if T < H:
@@ -437,8 +464,9 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state):
     if initial_state is not None:
         if not isinstance(initial_state, torch.Tensor):
             _fail(func, f"initial_state must be a torch.Tensor or None, got {type(initial_state).__name__}")
-        if tuple(initial_state.shape) != (B, H, K, V):
-            _fail(func, f"initial_state must be [B, H, K, V] = {[B, H, K, V]}, got {list(initial_state.shape)}")
+        if tuple(initial_state.shape) != (B, HV, K, V):
+            _fail(func, f"initial_state must be {'[B, HV, K, V]' if HV != H else '[B, H, K, V]'} = "
+                        f"{[B, HV, K, V]}, got {list(initial_state.shape)}")
         if initial_state.dtype != torch.float32:
             _fail(func, f"initial_state must be float32, got {initial_state.dtype}")
         if initial_state.device != q.device:
@@ -484,8 +512,8 @@ def needs_grad(tensors, initial_state):
 
 def check_grads(func, q, v, do, dht):
     """The incoming gradients of (o, final_state): shapes, dtypes and devices, named."""
-    B, T, H, K = q.shape
-    V = v.shape[-1]
+    B, T, _, K = q.shape
+    H, V = v.shape[2], v.shape[-1]
     if do is None:      # only the final state was used
         do = torch.zeros_like(v)
     if tuple(do.shape) != tuple(v.shape):

@@ -26,34 +26,35 @@ TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_st
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
 # for nothing, what it asks for); accepted at that value, refused by name otherwise
-FLA_KEYWORDS = (('use_qk_l2norm_in_kernel', False, 'L2-normalising q and k inside the kernel'),
-        ('use_gate_in_kernel', False, 'the gate computed inside the kernel from A_log and dt_bias'),
-        ('use_beta_sigmoid_in_kernel', False, 'beta = sigmoid(beta) inside the kernel'),
-        ('allow_neg_eigval', False, 'beta scaled to (0, 2)'),
-        ('safe_gate', False, 'a faster path for gates bounded below by lower_bound'),
-        ('lower_bound', None, "the bound of safe_gate's gates"),
-        ('disable_recompute', False, 'storing forward intermediates instead of recomputing them'),
-        ('return_intermediate_states', False, 'returning the chunk states as well'),
-        ('state_v_first', False, 'states laid out [N, H, V, K]'),
-        ('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)'),
-        ('cu_seqlens_cpu', None, 'a host copy of cu_seqlens'), ('cp_context', None, 'context parallelism'),
-        ('use_graph', False, 'Ascend graph mode'), ('max_num_seqs', None, "Ascend graph mode's sequence bound"),
-        ('transpose_state_layout', False, 'the deprecated name of state_v_first'),
-        ('A_log', None, "the in-kernel gate's A_log"), ('dt_bias', None, "the in-kernel gate's dt_bias"),
-        ('chunk_size', 64, 'the chunk length (chunkproof takes it from TILING BT)'))
+FLA_KEYWORDS = (('use_qk_l2norm_in_kernel', False, 'L2-normalising q and k inside the kernel', ()),
+        ('use_gate_in_kernel', False, 'the gate computed inside the kernel from A_log and dt_bias', ()),
+        ('use_beta_sigmoid_in_kernel', False, 'beta = sigmoid(beta) inside the kernel', ()),
+        ('allow_neg_eigval', False, 'beta scaled to (0, 2)', ()),
+        ('safe_gate', False, 'a faster path for gates bounded below by lower_bound', ()),
+        ('lower_bound', None, "the bound of safe_gate's gates", ()),
+        ('disable_recompute', False, 'storing forward intermediates instead of recomputing them', ()),
+        ('return_intermediate_states', False, 'returning the chunk states as well', ()),
+        ('state_v_first', False, 'states laid out [N, H, V, K]', ()),
+        ('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)', ()),
+        ('cu_seqlens_cpu', None, 'a host copy of cu_seqlens', ()), ('cp_context', None, 'context parallelism', ()),
+        ('use_graph', False, 'Ascend graph mode', ()), ('max_num_seqs', None, "Ascend graph mode's sequence bound", ()),
+        ('transpose_state_layout', False, 'the deprecated name of state_v_first', ()),
+        ('A_log', None, "the in-kernel gate's A_log", ()), ('dt_bias', None, "the in-kernel gate's dt_bias", ()),
+        ('chunk_size', 64, 'the chunk length', (32, 64)))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["At", "Gamma"]
 
 
 @triton.jit(do_not_specialize=["T"])
 def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, scale, T,
-                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                  H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                   PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
     bos = i_b.to(tl.int64) * T
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
@@ -67,7 +68,7 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
@@ -119,12 +120,13 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, scale, T,
 # computed for all chunks in parallel
 @triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
 def _state_kernel(k, in_Gamma, in_W, in_U, h, h0, ht, scale, T,
-                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                  H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                   PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, use_h0, store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
     bos = i_b.to(tl.int64) * T
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
@@ -146,7 +148,7 @@ def _state_kernel(k, in_Gamma, in_W, in_U, h, h0, ht, scale, T,
         m_last = (o_t == n_r - 1)[:, None]
         m_mid = (o_t == n_r // 2)[:, None]
         tl.store(h + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_s.to(h.dtype.element_ty), mask=m_s)
-        b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
+        b_K = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
                 other=0.)
         b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :],
                 mask=(o_k < K)[None, :], other=0.).to(tl.float32)
@@ -178,13 +180,14 @@ def _state_kernel(k, in_Gamma, in_W, in_U, h, h0, ht, scale, T,
 
 @triton.jit(do_not_specialize=["T"])
 def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
-                H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                 PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
     bos = i_b.to(tl.int64) * T
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
@@ -201,9 +204,9 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     b_s = tl.load(h + ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
-    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+    b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
             + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
@@ -240,13 +243,14 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
 # intra-chunk part of delta U): the sequential loop below keeps only what reads delta S
 @triton.jit(do_not_specialize=["T"])
 def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
-                       H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                       H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                        BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                        DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                        PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); BVF: the padded V of the tiles written
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
     bos = i_b.to(tl.int64) * T
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
@@ -262,9 +266,9 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
-    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+    b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
@@ -294,12 +298,13 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
 # gradient to dh0.  V-blocked like the state scan.
 @triton.jit(do_not_specialize=["T", "use_dht"])
 def _dstateh_kernel(q, k, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
-                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                    H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                     PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, BVF: tl.constexpr, use_dht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
     bos = i_b.to(tl.int64) * T
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
@@ -325,9 +330,9 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
         p_c = (i_b * NT + i_t).to(tl.int64) * H + i_h
         b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
                 other=0.)
-        b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
+        b_Q = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
                 other=0.).to(tl.float32) * scale
-        b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
+        b_K = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
                 other=0.)
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
                 other=0.)
@@ -372,13 +377,14 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
 @triton.jit(do_not_specialize=["T", "NCH"])
 def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_W, in_U, r_hr0, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5, w_vr6,
         h, dh, d_v, scale, T, NCH,
-                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                   H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
     bos = i_b.to(tl.int64) * T
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
@@ -399,7 +405,7 @@ def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_W, in_U, r_hr0, w_vr0, w_
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
     p_c = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
     b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
@@ -476,13 +482,14 @@ def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_W, in_U, r_hr0, w_vr0, w_
 # without a K dimension); the KB kernel, blocked over K, the gradients with one from them
 @triton.jit(do_not_specialize=["T", "NCH"])
 def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta, scale, T, NCH,
-                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                   H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
     bos = i_b.to(tl.int64) * T
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
@@ -507,7 +514,7 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
     b_vr6 = tl.load(r_vr6 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
@@ -564,13 +571,14 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
 
 @triton.jit(do_not_specialize=["T", "NCH"])
 def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, scale, T, NCH,
-                    H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                    H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                     PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (K block of BK, chunk, batch*head); BKF: the padded K of the tiles in memory
     i_k, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
     bos = i_b.to(tl.int64) * T
     o_t = tl.arange(0, BT)
     o_k = i_k * BK + tl.arange(0, BK)
@@ -602,9 +610,9 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
     for i_r in tl.static_range(1, NV):
         b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
     b_dXt = tl.load(r_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+    b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
@@ -733,8 +741,8 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
 def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=None, keep=False):
     """(o, final state), and with ``keep`` a third item: the tiles the backward would
     otherwise recompute (the intra kernel's and the chunk states h)."""
-    B, T, H, K = q.shape
-    V = v.shape[-1]
+    B, T, HQ, K = q.shape
+    H, V = v.shape[2], v.shape[-1]     # value heads: every tile but q's and k's is per value head
     spec = launch_specs(q.dtype, q.device, K, V, chunk_size)
     BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
@@ -742,7 +750,7 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
     spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
-                                              H=H, **spec["_intra_kernel"].kwargs)
+                                              H=H, HQ=HQ, **spec["_intra_kernel"].kwargs)
 
     o = torch.empty_like(v)
     ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
@@ -752,10 +760,10 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
     spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, Gamma, W, U, h, h0, ht,
             scale, T,
-                                              H=H, **flags, **spec["_state_kernel"].kwargs)
+                                              H=H, HQ=HQ, **flags, **spec["_state_kernel"].kwargs)
     spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, Gamma, W, U, h, o, scale,
             T,
-                                                H=H, **spec["_out_kernel"].kwargs)
+                                                H=H, HQ=HQ, **spec["_out_kernel"].kwargs)
     if keep:
         kept = dict(Gamma=Gamma, At=At, W=W, U=U, h=h)
         return o, (ht if output_final_state else None), kept
@@ -767,8 +775,8 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None):
     """delta S_[t]^C of every chunk ([B, NT, H, K, V]) and the initial state's gradient
     ([B, H, K, V]), both fp32, for L = <do, o> + <dht, final state>; the first stage of
     the backward (internal; the tests read it on its own)."""
-    B, T, H, K = q.shape
-    V = v.shape[-1]
+    B, T, HQ, K = q.shape
+    H, V = v.shape[2], v.shape[-1]     # value heads: every tile but q's and k's is per value head
     spec = launch_specs(q.dtype, q.device, K, V, chunk_size)
     BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
@@ -776,7 +784,7 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None):
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
     spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
-                                              H=H, **spec["_intra_kernel"].kwargs)
+                                              H=H, HQ=HQ, **spec["_intra_kernel"].kwargs)
 
     NT = triton.cdiv(T, BT)
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
@@ -784,10 +792,11 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None):
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
     spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
-                                                        H=H, **spec["_dstate_pre_kernel"].kwargs)
+                                                        H=H, HQ=HQ, **spec["_dstate_pre_kernel"].kwargs)
     spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
-                                                H=H, use_dht=int(dht is not None), **spec["_dstateh_kernel"].kwargs)
+                                                H=H, HQ=HQ, use_dht=int(dht is not None),
+                                                        **spec["_dstateh_kernel"].kwargs)
 
     return dh, dh0
 
@@ -799,8 +808,8 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     per-chunk gradient kernels.  ``kept``: the forward's tiles (_forward(keep=True)); the
     intra kernel and the state scan are then not run again.  Internal: _Chunk.backward
     calls it."""
-    B, T, H, K = q.shape
-    V = v.shape[-1]
+    B, T, HQ, K = q.shape
+    H, V = v.shape[2], v.shape[-1]     # value heads: every tile but q's and k's is per value head
     spec = launch_specs(q.dtype, q.device, K, V, chunk_size)
     BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
     if kept is None:
@@ -809,7 +818,7 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
         spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
-                                                  H=H, **spec["_intra_kernel"].kwargs)
+                                                  H=H, HQ=HQ, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
@@ -817,7 +826,7 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
         spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, Gamma, W, U, h, h0, v,
                 scale, T,
-                                                  H=H, use_h0=int(initial_state is not None), store_ht=0,
+                                                  H=H, HQ=HQ, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
     else:
         NT = triton.cdiv(T, BT)
@@ -831,10 +840,11 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
     spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
-                                                        H=H, **spec["_dstate_pre_kernel"].kwargs)
+                                                        H=H, HQ=HQ, **spec["_dstate_pre_kernel"].kwargs)
     spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
-                                                H=H, use_dht=int(dht is not None), **spec["_dstateh_kernel"].kwargs)
+                                                H=H, HQ=HQ, use_dht=int(dht is not None),
+                                                        **spec["_dstateh_kernel"].kwargs)
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
     r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
@@ -845,22 +855,28 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     r_vr5 = torch.empty(NV, B * NT * H, BKF * 1, dtype=torch.float32, device=q.device)
     r_vr6 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32, device=q.device)
 
-    d_q = torch.empty_like(q)
-    d_k = torch.empty_like(k)
+    # per value head, in fp32, then summed over each query/key head's group
+    d_q = torch.empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
+    # per value head, in fp32, then summed over each query/key head's group
+    d_k = torch.empty(B, T, H, K, dtype=torch.float32 if H != HQ else k.dtype, device=q.device)
     d_v = torch.empty_like(v)
     d_g = torch.empty_like(g)
     d_beta = torch.empty_like(beta)
     spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](k, v, beta, do, Gamma, At, W, U, r_hr0, r_vr0, r_vr1,
             r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, h, dh, d_v, scale, T, NCH,
-                                   H=H, **spec["_dgradv_kernel"].kwargs)
+                                   H=H, HQ=HQ, **spec["_dgradv_kernel"].kwargs)
     r_dXt = torch.empty(B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
 
     spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, beta, Gamma, At, r_vr2, r_vr3, r_vr6, r_dXt, d_beta,
             scale, T, NCH,
-                               H=H, **spec["_dgradc_kernel"].kwargs)
+                               H=H, HQ=HQ, **spec["_dgradc_kernel"].kwargs)
     spec["_dgradkb_kernel"].on(_dgradkb_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, beta, Gamma, At, r_vr0,
             r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, scale, T, NCH,
-                                                       H=H, **spec["_dgradkb_kernel"].kwargs)
+                                                       H=H, HQ=HQ, **spec["_dgradkb_kernel"].kwargs)
+    if H != HQ:
+        d_q = d_q.view(B, T, HQ, H // HQ, K).sum(3).to(q.dtype)
+    if H != HQ:
+        d_k = d_k.view(B, T, HQ, H // HQ, K).sum(3).to(k.dtype)
     return dict(q=d_q, k=d_k, v=d_v, g=d_g, beta=d_beta, initial_state=dh0)
 
 
@@ -871,9 +887,11 @@ class _Chunk(torch.autograd.Function):
     them from the saved inputs."""
 
     @staticmethod
-    def forward(ctx, q, k, v, g, beta, scale, initial_state, output_final_state):
+    def forward(ctx, q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=None):
         keep = TILING.keep_forward
-        o, ht, *kept = _forward(q, k, v, g, beta, scale, initial_state, output_final_state, keep=keep)
+        o, ht, *kept = _forward(q, k, v, g, beta, scale, initial_state, output_final_state,
+                                chunk_size=chunk_size, keep=keep)
+        ctx.chunk_size = chunk_size
         kept = kept[0] if kept else None
         ctx.kept = list(kept) if kept else []
         ctx.save_for_backward(q, k, v, g, beta, initial_state, *(kept.values() if kept else ()))
@@ -885,9 +903,9 @@ class _Chunk(torch.autograd.Function):
         q, k, v, g, beta, initial_state, *kept = ctx.saved_tensors
         do, dht = check_grads("chunk_kda", q, v, do, dht)
         g = _backward(q, k, v, g, beta, do, dht, ctx.scale, initial_state=initial_state,
-                      kept=dict(zip(ctx.kept, kept)) if ctx.kept else None)
+                      chunk_size=ctx.chunk_size, kept=dict(zip(ctx.kept, kept)) if ctx.kept else None)
         return (g["q"], g["k"], g["v"], g["g"], g["beta"], None,
-                g["initial_state"] if initial_state is not None else None, None)
+                g["initial_state"] if initial_state is not None else None, None, None)
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, **kwargs):
@@ -902,10 +920,10 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     FLA's other keywords are accepted at their defaults and refused by name otherwise
     (FLA_KEYWORDS; docs/fla_api.md).
     """
-    check_keywords("chunk_kda", [n for n, _ in ARGS] + ["scale", "initial_state", "output_final_state"],
-                   FLA_KEYWORDS, kwargs)
+    chunk_size = check_keywords("chunk_kda", [n for n, _ in ARGS] + ["scale", "initial_state", "output_final_state"],
+                                FLA_KEYWORDS, kwargs).get("chunk_size")
     (q, k, v, g, beta), scale, initial_state = check_args(
         "chunk_kda", ARGS, (q, k, v, g, beta), scale, initial_state, output_final_state)
     if needs_grad((q, k, v, g, beta), initial_state):
-        return _Chunk.apply(q, k, v, g, beta, scale, initial_state, output_final_state)
-    return _forward(q, k, v, g, beta, scale, initial_state, output_final_state)
+        return _Chunk.apply(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size)
+    return _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=chunk_size)

@@ -27,8 +27,8 @@ TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_st
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('w', 'k')) + (('u', 'param_k'),)
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
 # for nothing, what it asks for); accepted at that value, refused by name otherwise
-FLA_KEYWORDS = (('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)'),
-        ('cu_seqlens_cpu', None, 'a host copy of cu_seqlens'))
+FLA_KEYWORDS = (('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)', ()),
+        ('cu_seqlens_cpu', None, 'a host copy of cu_seqlens', ()))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = []
 
@@ -38,12 +38,13 @@ FP32_TILES = []
 # computed for all chunks in parallel
 @triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
 def _state_kernel(k, v, w, h, h0, ht, scale, T,
-                  H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                  H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                   PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, use_h0, store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
     bos = i_b.to(tl.int64) * T
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
@@ -65,7 +66,7 @@ def _state_kernel(k, v, w, h, h0, ht, scale, T,
         m_last = (o_t == n_r - 1)[:, None]
         m_mid = (o_t == n_r // 2)[:, None]
         tl.store(h + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_s.to(h.dtype.element_ty), mask=m_s)
-        b_K = tl.load(k + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
+        b_K = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
                 other=0.)
         b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
                 other=0.)
@@ -90,13 +91,14 @@ def _state_kernel(k, v, w, h, h0, ht, scale, T,
 
 @triton.jit(do_not_specialize=["T"])
 def _out_kernel(q, k, v, w, u, h, o, scale, T,
-                H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                 PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
     bos = i_b.to(tl.int64) * T
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
@@ -113,9 +115,9 @@ def _out_kernel(q, k, v, w, u, h, o, scale, T,
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     b_s = tl.load(h + ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
-    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+    b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
@@ -154,12 +156,13 @@ def _out_kernel(q, k, v, w, u, h, o, scale, T,
 # gradient to dh0.  V-blocked like the state scan.
 @triton.jit(do_not_specialize=["T", "use_dht"])
 def _dstate_kernel(q, w, do, dh, dht, dh0, scale, T,
-                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                   H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, use_dht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
     bos = i_b.to(tl.int64) * T
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
@@ -182,7 +185,7 @@ def _dstate_kernel(q, w, do, dh, dht, dh0, scale, T,
         m_last = (o_t == n_r - 1)[:, None]
         m_mid = (o_t == n_r // 2)[:, None]
         tl.store(dh + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
-        b_Q = tl.load(q + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
+        b_Q = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
                 other=0.).to(tl.float32) * scale
         b_G = tl.load(w + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
                 other=0.).to(tl.float32)
@@ -214,13 +217,14 @@ def _dstate_kernel(q, w, do, dh, dht, dh0, scale, T,
 # with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
 def _dgradv_kernel(q, k, v, w, do, u, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
-                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                   H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
     bos = i_b.to(tl.int64) * T
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
@@ -240,9 +244,9 @@ def _dgradv_kernel(q, k, v, w, do, u, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, 
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
     p_c = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
-    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+    b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
@@ -306,13 +310,14 @@ def _dgradv_kernel(q, k, v, w, do, u, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
 def _dgradk_kernel(q, k, w, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w, d_u, scale, T, NCH,
-                   H, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                   H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
     bos = i_b.to(tl.int64) * T
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
@@ -343,9 +348,9 @@ def _dgradk_kernel(q, k, w, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w,
     b_vr4 = tl.load(r_vr4 + p_c * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
-    b_Q = tl.load(q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+    b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_G = tl.load(w + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32)
@@ -457,8 +462,8 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
 def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size=None, keep=False):
     """(o, final state), and with ``keep`` a third item: the tiles the backward would
     otherwise recompute (the intra kernel's and the chunk states h)."""
-    B, T, H, K = q.shape
-    V = v.shape[-1]
+    B, T, HQ, K = q.shape
+    H, V = v.shape[2], v.shape[-1]     # value heads: every tile but q's and k's is per value head
     spec = launch_specs(q.dtype, q.device, K, V, chunk_size)
     BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
 
@@ -469,9 +474,9 @@ def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size
     NT = triton.cdiv(T, BT)
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
     spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, v, w, h, h0, ht, scale, T,
-                                              H=H, **flags, **spec["_state_kernel"].kwargs)
+                                              H=H, HQ=HQ, **flags, **spec["_state_kernel"].kwargs)
     spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, w, u, h, o, scale, T,
-                                                H=H, **spec["_out_kernel"].kwargs)
+                                                H=H, HQ=HQ, **spec["_out_kernel"].kwargs)
     if keep:
         kept = dict(h=h)
         return o, (ht if output_final_state else None), kept
@@ -483,8 +488,8 @@ def _backward_states(q, k, v, w, u, do, dht, scale, chunk_size=None):
     """delta S_[t]^C of every chunk ([B, NT, H, K, V]) and the initial state's gradient
     ([B, H, K, V]), both fp32, for L = <do, o> + <dht, final state>; the first stage of
     the backward (internal; the tests read it on its own)."""
-    B, T, H, K = q.shape
-    V = v.shape[-1]
+    B, T, HQ, K = q.shape
+    H, V = v.shape[2], v.shape[-1]     # value heads: every tile but q's and k's is per value head
     spec = launch_specs(q.dtype, q.device, K, V, chunk_size)
     BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
 
@@ -493,7 +498,8 @@ def _backward_states(q, k, v, w, u, do, dht, scale, chunk_size=None):
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
     spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](q, w, do, dh,
             dht if dht is not None else dh0, dh0, scale, T,
-                                               H=H, use_dht=int(dht is not None), **spec["_dstate_kernel"].kwargs)
+                                               H=H, HQ=HQ, use_dht=int(dht is not None),
+                                                       **spec["_dstate_kernel"].kwargs)
 
     return dh, dh0
 
@@ -505,8 +511,8 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
     per-chunk gradient kernels.  ``kept``: the forward's tiles (_forward(keep=True)); the
     intra kernel and the state scan are then not run again.  Internal: _Chunk.backward
     calls it."""
-    B, T, H, K = q.shape
-    V = v.shape[-1]
+    B, T, HQ, K = q.shape
+    H, V = v.shape[2], v.shape[-1]     # value heads: every tile but q's and k's is per value head
     spec = launch_specs(q.dtype, q.device, K, V, chunk_size)
     BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
     if kept is None:
@@ -516,7 +522,7 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
         NT = triton.cdiv(T, BT)
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
         spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, v, w, h, h0, v, scale, T,
-                                                  H=H, use_h0=int(initial_state is not None), store_ht=0,
+                                                  H=H, HQ=HQ, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
     else:
         NT = triton.cdiv(T, BT)
@@ -525,7 +531,8 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
     dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
     spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](q, w, do, dh,
             dht if dht is not None else dh0, dh0, scale, T,
-                                               H=H, use_dht=int(dht is not None), **spec["_dstate_kernel"].kwargs)
+                                               H=H, HQ=HQ, use_dht=int(dht is not None),
+                                                       **spec["_dstate_kernel"].kwargs)
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
     r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
@@ -534,18 +541,24 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
     r_vr3 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     r_vr4 = torch.empty(NV, B * NT * H, BKF * 1, dtype=torch.float32, device=q.device)
 
-    d_q = torch.empty_like(q)
-    d_k = torch.empty_like(k)
+    # per value head, in fp32, then summed over each query/key head's group
+    d_q = torch.empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
+    # per value head, in fp32, then summed over each query/key head's group
+    d_k = torch.empty(B, T, H, K, dtype=torch.float32 if H != HQ else k.dtype, device=q.device)
     d_v = torch.empty_like(v)
     d_w = torch.empty_like(w)
     d_u = torch.empty(NCH, K, dtype=torch.float32, device=q.device)   # chunk t's part of the gradient
     spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, w, do, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, h,
             dh, d_v, scale, T, NCH,
-                                   H=H, **spec["_dgradv_kernel"].kwargs)
+                                   H=H, HQ=HQ, **spec["_dgradv_kernel"].kwargs)
     spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, w, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w,
             d_u, scale, T, NCH,
-                               H=H, **spec["_dgradk_kernel"].kwargs)
+                               H=H, HQ=HQ, **spec["_dgradk_kernel"].kwargs)
     d_u = d_u.view(B, NT, H, K).sum((0, 1)).to(u.dtype)   # summed over batch and chunks
+    if H != HQ:
+        d_q = d_q.view(B, T, HQ, H // HQ, K).sum(3).to(q.dtype)
+    if H != HQ:
+        d_k = d_k.view(B, T, HQ, H // HQ, K).sum(3).to(k.dtype)
     return dict(q=d_q, k=d_k, v=d_v, w=d_w, u=d_u, initial_state=dh0)
 
 
@@ -556,9 +569,11 @@ class _Chunk(torch.autograd.Function):
     them from the saved inputs."""
 
     @staticmethod
-    def forward(ctx, q, k, v, w, u, scale, initial_state, output_final_state):
+    def forward(ctx, q, k, v, w, u, scale, initial_state, output_final_state, chunk_size=None):
         keep = TILING.keep_forward
-        o, ht, *kept = _forward(q, k, v, w, u, scale, initial_state, output_final_state, keep=keep)
+        o, ht, *kept = _forward(q, k, v, w, u, scale, initial_state, output_final_state,
+                                chunk_size=chunk_size, keep=keep)
+        ctx.chunk_size = chunk_size
         kept = kept[0] if kept else None
         ctx.kept = list(kept) if kept else []
         ctx.save_for_backward(q, k, v, w, u, initial_state, *(kept.values() if kept else ()))
@@ -570,9 +585,9 @@ class _Chunk(torch.autograd.Function):
         q, k, v, w, u, initial_state, *kept = ctx.saved_tensors
         do, dht = check_grads("chunk_rwkv6", q, v, do, dht)
         g = _backward(q, k, v, w, u, do, dht, ctx.scale, initial_state=initial_state,
-                      kept=dict(zip(ctx.kept, kept)) if ctx.kept else None)
+                      chunk_size=ctx.chunk_size, kept=dict(zip(ctx.kept, kept)) if ctx.kept else None)
         return (g["q"], g["k"], g["v"], g["w"], g["u"], None,
-                g["initial_state"] if initial_state is not None else None, None)
+                g["initial_state"] if initial_state is not None else None, None, None)
 
 
 def chunk_rwkv6(q, k, v, w, u, scale=None, initial_state=None, output_final_state=False, **kwargs):
@@ -587,10 +602,10 @@ def chunk_rwkv6(q, k, v, w, u, scale=None, initial_state=None, output_final_stat
     FLA's other keywords are accepted at their defaults and refused by name otherwise
     (FLA_KEYWORDS; docs/fla_api.md).
     """
-    check_keywords("chunk_rwkv6", [n for n, _ in ARGS] + ["scale", "initial_state", "output_final_state"],
-                   FLA_KEYWORDS, kwargs)
+    chunk_size = check_keywords("chunk_rwkv6", [n for n, _ in ARGS] + ["scale", "initial_state", "output_final_state"],
+                                FLA_KEYWORDS, kwargs).get("chunk_size")
     (q, k, v, w, u), scale, initial_state = check_args(
         "chunk_rwkv6", ARGS, (q, k, v, w, u), scale, initial_state, output_final_state)
     if needs_grad((q, k, v, w, u), initial_state):
-        return _Chunk.apply(q, k, v, w, u, scale, initial_state, output_final_state)
-    return _forward(q, k, v, w, u, scale, initial_state, output_final_state)
+        return _Chunk.apply(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size)
+    return _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size=chunk_size)

@@ -9,7 +9,8 @@ import torch
 
 import chunkproof.kernels as G
 from chunkproof.codegen import fla_api
-from chunkproof.fuzz.cases import VARIANTS, make_inputs, module
+from chunkproof.fuzz.cases import VARIANTS, log_gates, make_inputs, module
+from chunkproof.fuzz.reference import rel_rms
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -24,7 +25,7 @@ def test_every_fla_keyword_at_its_default_changes_nothing(name):
     args, _, _ = make_inputs(name, 1, 8, 2, 16, 16, seed=0)
     fn = getattr(m, _func(name))
     plain, _ = fn(*args)
-    defaults = {k: d for k, d, _ in m.FLA_KEYWORDS}
+    defaults = {k: d for k, d, _, _ in m.FLA_KEYWORDS}
     assert defaults, f"{name}: no FLA keywords printed"
     o, _ = fn(*args, **defaults)
     assert torch.equal(o, plain)
@@ -35,7 +36,9 @@ def test_an_fla_keyword_asking_for_something_is_refused_by_name(name):
     m = module(name)
     args, _, _ = make_inputs(name, 1, 8, 2, 16, 16, seed=0)
     fn = getattr(m, _func(name))
-    for k, default, what in m.FLA_KEYWORDS:
+    for k, default, what, allowed in m.FLA_KEYWORDS:
+        if allowed:
+            continue      # supported: test_a_supported_chunk_size_...
         value = torch.tensor([0, 8]) if default is None else (True if default is False else default // 2)
         with pytest.raises(ValueError) as e:
             fn(*args, **{k: value})
@@ -71,7 +74,38 @@ def test_head_first_shape_warns_and_a_proper_one_does_not():
 
 
 def test_the_docs_table_lists_every_keyword():
-    text = open(os.path.join(ROOT, "docs", "fla_api.md"), encoding="utf-8").read()
+    with open(os.path.join(ROOT, "docs", "fla_api.md"), encoding="utf-8") as f:
+        text = f.read()
     for func, kws in fla_api.KEYWORDS.items():
         for k in kws:
             assert f"| `{func}` | `{k.name}` | `{k.default!r}` |" in text, (func, k.name)
+
+
+def _fwd_bwd(fn, args, **kw):
+    leaves = [a.detach().requires_grad_() for a in args]
+    o, ht = fn(*leaves, output_final_state=True, **kw)
+    (o.sum() + ht.square().sum()).backward()
+    return [o, ht] + [x.grad for x in leaves]
+
+
+@pytest.mark.parametrize("name", [n for n in VARIANTS if any(k[0] == "chunk_size" for k in module(n).FLA_KEYWORDS)])
+def test_a_supported_chunk_size_gives_the_same_function(name):
+    m = module(name)
+    _, default, _, allowed = next(k for k in m.FLA_KEYWORDS if k[0] == "chunk_size")
+    args, _, _ = make_inputs(name, 1, 40, 2, 16, 16, seed=2)      # partial chunks at 16, 32 and 64
+    fn = getattr(m, _func(name))
+    want = _fwd_bwd(fn, args)
+    names = ["o", "final_state"] + [n for n, _ in m.ARGS]
+    loose = set(log_gates(name)) | {"beta"}      # the fuzz campaign's tolerances: 1e-4, gates and beta 1e-3
+    for c in allowed:
+        got = [t.detach() for t in _fwd_bwd(fn, args, chunk_size=c)]
+        for n, w, g in zip(names, [t.detach() for t in want], got):
+            assert rel_rms(g, w) <= (1e-3 if n in loose else 1e-4), (name, c, n, rel_rms(g, w))
+    with pytest.raises(ValueError, match=f"chunkproof supports chunk_size in {', '.join(map(str, allowed))}"):
+        fn(*args, chunk_size=128)
+
+
+def test_chunk_size_is_refused_where_fla_has_none():
+    args, _, _ = make_inputs("gla", 1, 8, 2, 16, 16, seed=0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'chunk_size'"):
+        G.chunk_gla(*args, chunk_size=32)

@@ -15,7 +15,7 @@ def _gla(**over):
 
 @pytest.mark.parametrize("over, words", [
     (dict(k=torch.randn(1, 8, 2, 17)), ["k must be [B, T, H, K]", "[1, 8, 2, 16]", "[1, 8, 2, 17]"]),
-    (dict(v=torch.randn(1, 9, 2, 32)), ["v must be [B, T, H, V]"]),
+    (dict(v=torch.randn(1, 9, 2, 32)), ["v must be [B, T, HV, V]", "[1, 8, HV, V]"]),
     (dict(g=torch.randn(1, 8, 2)), ["g must be [B, T, H, K]"]),
     (dict(q=torch.randn(8, 2, 16)), ["q must be [B, T, H, K]", "3-d"]),
     (dict(k=torch.randn(1, 8, 2, 16, dtype=torch.float64)), ["k has dtype torch.float64", "q has torch.float32"]),
