@@ -409,6 +409,49 @@ def check_keywords(func, takes, fla, kwargs):
     return out
 
 
+def _l2norm(x):
+    """FLA's l2norm over the last dimension: x / sqrt(sum x^2 + 1e-6), in fp32, cast back."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.square().sum(-1, keepdim=True) + 1e-6)).to(x.dtype)
+
+
+def input_options(func, spec, tensors, opts):
+    """FLA's in-kernel input options as transformations of the inputs before the kernels
+    (their gradients by autograd through them): use_qk_l2norm_in_kernel normalises q and
+    k, use_beta_sigmoid_in_kernel takes beta = sigmoid(beta) (2 sigmoid(beta) with
+    allow_neg_eigval)."""
+    if opts.get("allow_neg_eigval") and not opts.get("use_beta_sigmoid_in_kernel"):
+        _fail(func, "allow_neg_eigval=True needs use_beta_sigmoid_in_kernel=True (as in FLA)")
+    out = []
+    for (name, _), t in zip(spec, tensors):
+        if opts.get("use_qk_l2norm_in_kernel") and name in _GROUPED:
+            t = _l2norm(t)
+        if opts.get("use_beta_sigmoid_in_kernel") and name == "beta":
+            t = torch.sigmoid(t.float()).to(t.dtype) * (2 if opts.get("allow_neg_eigval") else 1)
+        out.append(t)
+    return tuple(out)
+
+
+def state_layout_in(func, initial_state, opts):
+    """state_v_first (or its deprecated name transpose_state_layout): states given and
+    returned as [N, H, V, K]; the kernels' layout is [N, H, K, V]."""
+    if "transpose_state_layout" in opts:
+        if "state_v_first" in opts:
+            _fail(func, "pass state_v_first, not both it and its deprecated name transpose_state_layout")
+        warnings.warn(f"{func}: transpose_state_layout is deprecated; pass state_v_first", DeprecationWarning,
+                      stacklevel=3)
+    v_first = bool(opts.get("state_v_first") or opts.get("transpose_state_layout"))
+    if v_first and isinstance(initial_state, torch.Tensor):
+        if initial_state.dim() != 4:
+            _fail(func, f"initial_state must be [N, H, V, K] (state_v_first), got {list(initial_state.shape)}")
+        initial_state = initial_state.transpose(-1, -2)
+    return initial_state, v_first
+
+
+def state_layout_out(ht, v_first):
+    return ht.transpose(-1, -2) if v_first and ht is not None else ht
+
+
 def _is_default(value, default):
     if default is None or isinstance(default, bool):
         return value is default

@@ -13,8 +13,8 @@ import triton.language as tl
 
 from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
-    check_args, check_grads, check_keywords, effective_tiling, explains_resources, kernel_types, needs_grad,
-    refuse_grad)
+    check_args, check_grads, check_keywords, effective_tiling, explains_resources, input_options, kernel_types,
+    needs_grad, refuse_grad, state_layout_in, state_layout_out)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
@@ -25,7 +25,7 @@ TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_st
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('beta', 'head'))
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
 # for nothing, what it asks for); accepted at that value, refused by name otherwise
-FLA_KEYWORDS = (('use_qk_l2norm_in_kernel', False, 'L2-normalising q and k inside the kernel', ()),
+FLA_KEYWORDS = (('use_qk_l2norm_in_kernel', False, 'L2-normalising q and k inside the kernel', (True,)),
         ('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)', ()),
         ('cu_seqlens_cpu', None, 'a host copy of cu_seqlens', ()),
         ('head_first', False, 'head-first [B, H, T, ...] inputs, removed from FLA', ()),
@@ -737,11 +737,15 @@ def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final
     FLA's other keywords are accepted at their defaults and refused by name otherwise
     (FLA_KEYWORDS; docs/fla_api.md).
     """
-    chunk_size = check_keywords("chunk_delta_rule", [n for n, _ in ARGS]
-            + ["scale", "initial_state", "output_final_state"],
-                                FLA_KEYWORDS, kwargs).get("chunk_size")
+    opts = check_keywords("chunk_delta_rule", [n for n, _ in ARGS] + ["scale", "initial_state", "output_final_state"],
+                          FLA_KEYWORDS, kwargs)
+    chunk_size = opts.get("chunk_size")
+    initial_state, v_first = state_layout_in("chunk_delta_rule", initial_state, opts)
     (q, k, v, beta), scale, initial_state = check_args(
         "chunk_delta_rule", ARGS, (q, k, v, beta), scale, initial_state, output_final_state)
+    q, k, v, beta, = input_options("chunk_delta_rule", ARGS, (q, k, v, beta), opts)
     if needs_grad((q, k, v, beta), initial_state):
-        return _Chunk.apply(q, k, v, beta, scale, initial_state, output_final_state, chunk_size)
-    return _forward(q, k, v, beta, scale, initial_state, output_final_state, chunk_size=chunk_size)
+        o, ht = _Chunk.apply(q, k, v, beta, scale, initial_state, output_final_state, chunk_size)
+    else:
+        o, ht = _forward(q, k, v, beta, scale, initial_state, output_final_state, chunk_size=chunk_size)
+    return o, state_layout_out(ht, v_first)

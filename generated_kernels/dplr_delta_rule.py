@@ -13,8 +13,8 @@ import triton.language as tl
 
 from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
-    check_args, check_grads, check_keywords, effective_tiling, explains_resources, kernel_types, needs_grad,
-    refuse_grad)
+    check_args, check_grads, check_keywords, effective_tiling, explains_resources, input_options, kernel_types,
+    needs_grad, refuse_grad, state_layout_in, state_layout_out)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
@@ -1014,11 +1014,16 @@ def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None, out
     FLA's other keywords are accepted at their defaults and refused by name otherwise
     (FLA_KEYWORDS; docs/fla_api.md).
     """
-    chunk_size = check_keywords("chunk_dplr_delta_rule", [n for n, _ in ARGS]
+    opts = check_keywords("chunk_dplr_delta_rule", [n for n, _ in ARGS]
             + ["scale", "initial_state", "output_final_state"],
-                                FLA_KEYWORDS, kwargs).get("chunk_size")
+                          FLA_KEYWORDS, kwargs)
+    chunk_size = opts.get("chunk_size")
+    initial_state, v_first = state_layout_in("chunk_dplr_delta_rule", initial_state, opts)
     (q, k, v, a, b, gk), scale, initial_state = check_args(
         "chunk_dplr_delta_rule", ARGS, (q, k, v, a, b, gk), scale, initial_state, output_final_state)
+    q, k, v, a, b, gk, = input_options("chunk_dplr_delta_rule", ARGS, (q, k, v, a, b, gk), opts)
     if needs_grad((q, k, v, a, b, gk), initial_state):
-        return _Chunk.apply(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_size)
-    return _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_size=chunk_size)
+        o, ht = _Chunk.apply(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_size)
+    else:
+        o, ht = _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_size=chunk_size)
+    return o, state_layout_out(ht, v_first)

@@ -14,8 +14,8 @@ import triton.language as tl
 
 from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
-    check_args, check_grads, check_keywords, effective_tiling, explains_resources, kernel_types, needs_grad,
-    refuse_grad)
+    check_args, check_grads, check_keywords, effective_tiling, explains_resources, input_options, kernel_types,
+    needs_grad, refuse_grad, state_layout_in, state_layout_out)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
@@ -26,15 +26,15 @@ TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_st
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_h'), ('beta', 'head'))
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
 # for nothing, what it asks for); accepted at that value, refused by name otherwise
-FLA_KEYWORDS = (('use_qk_l2norm_in_kernel', False, 'L2-normalising q and k inside the kernel', ()),
-        ('use_beta_sigmoid_in_kernel', False, 'beta = sigmoid(beta) inside the kernel', ()),
-        ('allow_neg_eigval', False, 'beta scaled to (0, 2)', ()),
-        ('state_v_first', False, 'states laid out [N, H, V, K]', ()),
+FLA_KEYWORDS = (('use_qk_l2norm_in_kernel', False, 'L2-normalising q and k inside the kernel', (True,)),
+        ('use_beta_sigmoid_in_kernel', False, 'beta = sigmoid(beta) inside the kernel', (True,)),
+        ('allow_neg_eigval', False, 'beta scaled to (0, 2)', (True,)),
+        ('state_v_first', False, 'states laid out [N, H, V, K]', (True,)),
         ('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)', ()),
         ('cu_seqlens_cpu', None, 'a host copy of cu_seqlens', ()),
         ('chunk_indices', None, 'precomputed chunk indices for cu_seqlens', ()),
         ('cp_context', None, 'context parallelism', ()),
-        ('transpose_state_layout', False, 'the deprecated name of state_v_first', ()),
+        ('transpose_state_layout', False, 'the deprecated name of state_v_first', (True,)),
         ('head_first', False, 'head-first [B, H, T, ...] inputs, removed from FLA', ()),
         ('chunk_size', 64, 'the chunk length', (16, 32, 64)),
         ('use_gate_in_kernel', False, 'the gate computed inside the kernel from A_log and dt_bias', ()),
@@ -963,11 +963,16 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     FLA's other keywords are accepted at their defaults and refused by name otherwise
     (FLA_KEYWORDS; docs/fla_api.md).
     """
-    chunk_size = check_keywords("chunk_gated_delta_rule", [n for n, _ in ARGS]
+    opts = check_keywords("chunk_gated_delta_rule", [n for n, _ in ARGS]
             + ["scale", "initial_state", "output_final_state"],
-                                FLA_KEYWORDS, kwargs).get("chunk_size")
+                          FLA_KEYWORDS, kwargs)
+    chunk_size = opts.get("chunk_size")
+    initial_state, v_first = state_layout_in("chunk_gated_delta_rule", initial_state, opts)
     (q, k, v, g, beta), scale, initial_state = check_args(
         "chunk_gated_delta_rule", ARGS, (q, k, v, g, beta), scale, initial_state, output_final_state)
+    q, k, v, g, beta, = input_options("chunk_gated_delta_rule", ARGS, (q, k, v, g, beta), opts)
     if needs_grad((q, k, v, g, beta), initial_state):
-        return _Chunk.apply(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size)
-    return _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=chunk_size)
+        o, ht = _Chunk.apply(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size)
+    else:
+        o, ht = _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=chunk_size)
+    return o, state_layout_out(ht, v_first)

@@ -14,8 +14,8 @@ import triton.language as tl
 
 from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
-    check_args, check_grads, check_keywords, effective_tiling, explains_resources, kernel_types, needs_grad,
-    refuse_grad)
+    check_args, check_grads, check_keywords, effective_tiling, explains_resources, input_options, kernel_types,
+    needs_grad, refuse_grad, state_layout_in, state_layout_out)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
@@ -26,19 +26,19 @@ TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_st
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
 # for nothing, what it asks for); accepted at that value, refused by name otherwise
-FLA_KEYWORDS = (('use_qk_l2norm_in_kernel', False, 'L2-normalising q and k inside the kernel', ()),
+FLA_KEYWORDS = (('use_qk_l2norm_in_kernel', False, 'L2-normalising q and k inside the kernel', (True,)),
         ('use_gate_in_kernel', False, 'the gate computed inside the kernel from A_log and dt_bias', ()),
-        ('use_beta_sigmoid_in_kernel', False, 'beta = sigmoid(beta) inside the kernel', ()),
-        ('allow_neg_eigval', False, 'beta scaled to (0, 2)', ()),
+        ('use_beta_sigmoid_in_kernel', False, 'beta = sigmoid(beta) inside the kernel', (True,)),
+        ('allow_neg_eigval', False, 'beta scaled to (0, 2)', (True,)),
         ('safe_gate', False, 'a faster path for gates bounded below by lower_bound', ()),
         ('lower_bound', None, "the bound of safe_gate's gates", ()),
         ('disable_recompute', False, 'storing forward intermediates instead of recomputing them', ()),
         ('return_intermediate_states', False, 'returning the chunk states as well', ()),
-        ('state_v_first', False, 'states laid out [N, H, V, K]', ()),
+        ('state_v_first', False, 'states laid out [N, H, V, K]', (True,)),
         ('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)', ()),
         ('cu_seqlens_cpu', None, 'a host copy of cu_seqlens', ()), ('cp_context', None, 'context parallelism', ()),
         ('use_graph', False, 'Ascend graph mode', ()), ('max_num_seqs', None, "Ascend graph mode's sequence bound", ()),
-        ('transpose_state_layout', False, 'the deprecated name of state_v_first', ()),
+        ('transpose_state_layout', False, 'the deprecated name of state_v_first', (True,)),
         ('A_log', None, "the in-kernel gate's A_log", ()), ('dt_bias', None, "the in-kernel gate's dt_bias", ()),
         ('chunk_size', 64, 'the chunk length', (32, 64)))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
@@ -920,10 +920,15 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     FLA's other keywords are accepted at their defaults and refused by name otherwise
     (FLA_KEYWORDS; docs/fla_api.md).
     """
-    chunk_size = check_keywords("chunk_kda", [n for n, _ in ARGS] + ["scale", "initial_state", "output_final_state"],
-                                FLA_KEYWORDS, kwargs).get("chunk_size")
+    opts = check_keywords("chunk_kda", [n for n, _ in ARGS] + ["scale", "initial_state", "output_final_state"],
+                          FLA_KEYWORDS, kwargs)
+    chunk_size = opts.get("chunk_size")
+    initial_state, v_first = state_layout_in("chunk_kda", initial_state, opts)
     (q, k, v, g, beta), scale, initial_state = check_args(
         "chunk_kda", ARGS, (q, k, v, g, beta), scale, initial_state, output_final_state)
+    q, k, v, g, beta, = input_options("chunk_kda", ARGS, (q, k, v, g, beta), opts)
     if needs_grad((q, k, v, g, beta), initial_state):
-        return _Chunk.apply(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size)
-    return _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=chunk_size)
+        o, ht = _Chunk.apply(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size)
+    else:
+        o, ht = _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=chunk_size)
+    return o, state_layout_out(ht, v_first)

@@ -14,8 +14,8 @@ import triton.language as tl
 
 from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
-    check_args, check_grads, check_keywords, effective_tiling, explains_resources, kernel_types, needs_grad,
-    refuse_grad)
+    check_args, check_grads, check_keywords, effective_tiling, explains_resources, input_options, kernel_types,
+    needs_grad, refuse_grad, state_layout_in, state_layout_out)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
@@ -601,11 +601,15 @@ def chunk_retention(q, k, v, scale=None, initial_state=None, output_final_state=
     FLA's other keywords are accepted at their defaults and refused by name otherwise
     (FLA_KEYWORDS; docs/fla_api.md).
     """
-    chunk_size = check_keywords("chunk_retention", [n for n, _ in ARGS]
-            + ["scale", "initial_state", "output_final_state"],
-                                FLA_KEYWORDS, kwargs).get("chunk_size")
+    opts = check_keywords("chunk_retention", [n for n, _ in ARGS] + ["scale", "initial_state", "output_final_state"],
+                          FLA_KEYWORDS, kwargs)
+    chunk_size = opts.get("chunk_size")
+    initial_state, v_first = state_layout_in("chunk_retention", initial_state, opts)
     (q, k, v), scale, initial_state = check_args(
         "chunk_retention", ARGS, (q, k, v), scale, initial_state, output_final_state)
+    q, k, v, = input_options("chunk_retention", ARGS, (q, k, v), opts)
     if needs_grad((q, k, v), initial_state):
-        return _Chunk.apply(q, k, v, scale, initial_state, output_final_state, chunk_size)
-    return _forward(q, k, v, scale, initial_state, output_final_state, chunk_size=chunk_size)
+        o, ht = _Chunk.apply(q, k, v, scale, initial_state, output_final_state, chunk_size)
+    else:
+        o, ht = _forward(q, k, v, scale, initial_state, output_final_state, chunk_size=chunk_size)
+    return o, state_layout_out(ht, v_first)

@@ -109,3 +109,77 @@ def test_chunk_size_is_refused_where_fla_has_none():
     args, _, _ = make_inputs("gla", 1, 8, 2, 16, 16, seed=0)
     with pytest.raises(TypeError, match="unexpected keyword argument 'chunk_size'"):
         G.chunk_gla(*args, chunk_size=32)
+
+
+def _has(name, kw):
+    return any(k[0] == kw for k in module(name).FLA_KEYWORDS)
+
+
+def _grads(fn, args, h0, **kw):
+    leaves = [a.detach().requires_grad_() for a in args]
+    h = h0.detach().requires_grad_()
+    o, ht = fn(*leaves, initial_state=h, output_final_state=True, **kw)
+    gen = torch.Generator().manual_seed(9)
+    ((o * torch.randn(o.shape, generator=gen)).sum() + (ht * torch.randn(ht.shape, generator=gen)).sum()).backward()
+    return [o.detach(), ht.detach()] + [x.grad for x in leaves] + [h.grad]
+
+
+def _l2(x):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.square().sum(-1, keepdim=True) + 1e-6)).to(x.dtype)
+
+
+@pytest.mark.parametrize("name", [n for n in VARIANTS if _has(n, "use_qk_l2norm_in_kernel")])
+def test_l2norm_in_kernel_equals_normalising_outside(name):
+    m = module(name)
+    args, _, h0 = make_inputs(name, 1, 20, 2, 16, 16, seed=5, h0=True)
+    args = [a * 3 if n in ("q", "k") else a for (n, _), a in zip(m.ARGS, args)]    # not unit length
+    fn = getattr(m, _func(name))
+    inside = _grads(fn, args, h0, use_qk_l2norm_in_kernel=True)
+    leaves = [a.detach().requires_grad_() for a in args]
+    h = h0.detach().requires_grad_()
+    outside = [_l2(x) if n in ("q", "k") else x for (n, _), x in zip(m.ARGS, leaves)]
+    o, ht = fn(*outside, initial_state=h, output_final_state=True)
+    gen = torch.Generator().manual_seed(9)
+    ((o * torch.randn(o.shape, generator=gen)).sum() + (ht * torch.randn(ht.shape, generator=gen)).sum()).backward()
+    for a, b in zip(inside, [o.detach(), ht.detach()] + [x.grad for x in leaves] + [h.grad]):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("name", [n for n in VARIANTS if _has(n, "use_beta_sigmoid_in_kernel")])
+@pytest.mark.parametrize("neg", [False, True])
+def test_beta_sigmoid_in_kernel_equals_the_sigmoid_outside(name, neg):
+    m = module(name)
+    args, _, h0 = make_inputs(name, 1, 20, 2, 16, 16, seed=6, h0=True)
+    i = [n for n, _ in m.ARGS].index("beta")
+    raw = list(args)
+    raw[i] = torch.randn(args[i].shape, generator=torch.Generator().manual_seed(1))
+    fn = getattr(m, _func(name))
+    o1, ht1 = fn(*raw, initial_state=h0, output_final_state=True, use_beta_sigmoid_in_kernel=True,
+                 allow_neg_eigval=neg)
+    out = list(raw)
+    out[i] = torch.sigmoid(raw[i]) * (2 if neg else 1)
+    o2, ht2 = fn(*out, initial_state=h0, output_final_state=True)
+    assert torch.equal(o1, o2) and torch.equal(ht1, ht2)
+    with pytest.raises(ValueError, match="allow_neg_eigval=True needs use_beta_sigmoid_in_kernel=True"):
+        fn(*raw, allow_neg_eigval=True)
+
+
+@pytest.mark.parametrize("name", [n for n in VARIANTS if _has(n, "state_v_first")])
+def test_state_v_first_transposes_the_states_in_and_out(name):
+    m = module(name)
+    args, _, h0 = make_inputs(name, 1, 20, 2, 16, 24, seed=7, h0=True)       # K != V
+    fn = getattr(m, _func(name))
+    o1, ht1 = fn(*args, initial_state=h0, output_final_state=True)
+    o2, ht2 = fn(*args, initial_state=h0.transpose(-1, -2).contiguous(), output_final_state=True,
+                 state_v_first=True)
+    assert torch.equal(o1, o2) and ht2.shape == (1, 2, 24, 16) and torch.equal(ht2, ht1.transpose(-1, -2))
+    if not _has(name, "transpose_state_layout"):      # FLA's function has no such keyword
+        with pytest.raises(TypeError, match="unexpected keyword argument 'transpose_state_layout'"):
+            fn(*args, transpose_state_layout=True)
+        return
+    with pytest.warns(DeprecationWarning, match="transpose_state_layout is deprecated"):
+        o3, _ = fn(*args, initial_state=h0.transpose(-1, -2), transpose_state_layout=True)
+    assert torch.equal(o3, o1)
+    with pytest.raises(ValueError, match="not both"):
+        fn(*args, state_v_first=True, transpose_state_layout=True)
