@@ -30,11 +30,14 @@ CP = _k("cp_context", None, "context parallelism")
 L2NORM = _k("use_qk_l2norm_in_kernel", False, "L2-normalising q and k inside the kernel", (True,))
 BETA_SIGMOID = _k("use_beta_sigmoid_in_kernel", False, "beta = sigmoid(beta) inside the kernel", (True,))
 NEG_EIGVAL = _k("allow_neg_eigval", False, "beta scaled to (0, 2)", (True,))
-GATE_IN_KERNEL = _k("use_gate_in_kernel", False, "the gate computed inside the kernel from A_log and dt_bias")
-A_LOG = _k("A_log", None, "the in-kernel gate's A_log")
-DT_BIAS = _k("dt_bias", None, "the in-kernel gate's dt_bias")
+GATE_IN_KERNEL = _k("use_gate_in_kernel", False, "the gate computed inside the kernel from A_log and dt_bias",
+                    (True,))
+# allowed "tensor" / "number": any tensor / any real number (checked where it is used)
+A_LOG = _k("A_log", None, "the in-kernel gate's A_log", ("tensor",))
+DT_BIAS = _k("dt_bias", None, "the in-kernel gate's dt_bias", ("tensor",))
 SAFE_GATE = _k("safe_gate", False, "a faster path for gates bounded below by lower_bound")
 LOWER_BOUND = _k("lower_bound", None, "the bound of safe_gate's gates")
+GATE_BOUND = _k("lower_bound", None, "the in-kernel gate's bound: lower_bound * sigmoid(...)", ("number",))
 NO_RECOMPUTE = _k("disable_recompute", False, "storing forward intermediates instead of recomputing them")
 
 
@@ -50,7 +53,7 @@ KEYWORDS: Dict[str, Tuple[Keyword, ...]] = {
         L2NORM, BETA_SIGMOID, NEG_EIGVAL, STATE_V_FIRST, CU_SEQLENS, CU_SEQLENS_CPU, CHUNK_INDICES, CP,
         TRANSPOSED, HEAD_FIRST, _chunk_size(64), GATE_IN_KERNEL, A_LOG, DT_BIAS),
     "chunk_kda": (
-        L2NORM, GATE_IN_KERNEL, BETA_SIGMOID, NEG_EIGVAL, SAFE_GATE, LOWER_BOUND, NO_RECOMPUTE,
+        L2NORM, GATE_IN_KERNEL, BETA_SIGMOID, NEG_EIGVAL, SAFE_GATE, GATE_BOUND, NO_RECOMPUTE,
         _k("return_intermediate_states", False, "returning the chunk states as well"), STATE_V_FIRST,
         CU_SEQLENS, CU_SEQLENS_CPU, CP, _k("use_graph", False, "Ascend graph mode"),
         _k("max_num_seqs", None, "Ascend graph mode's sequence bound"), TRANSPOSED, A_LOG, DT_BIAS,

@@ -397,7 +397,7 @@ def check_keywords(func, takes, fla, kwargs):
         default, what, allowed = known[name]
         if _is_default(value, default):
             continue
-        if any(_is_default(value, a) for a in allowed):
+        if any(_allowed(value, a) for a in allowed):
             out[name] = value
             continue
         shown = "a tensor" if isinstance(value, torch.Tensor) else repr(value)[:60]
@@ -417,11 +417,17 @@ def _l2norm(x):
 
 def input_options(func, spec, tensors, opts):
     """FLA's in-kernel input options as transformations of the inputs before the kernels
-    (their gradients by autograd through them): use_qk_l2norm_in_kernel normalises q and
-    k, use_beta_sigmoid_in_kernel takes beta = sigmoid(beta) (2 sigmoid(beta) with
-    allow_neg_eigval)."""
+    (their gradients by autograd through them): use_gate_in_kernel computes the log gate
+    (_gate), use_qk_l2norm_in_kernel normalises q and k, use_beta_sigmoid_in_kernel takes
+    beta = sigmoid(beta) (2 sigmoid(beta) with allow_neg_eigval)."""
     if opts.get("allow_neg_eigval") and not opts.get("use_beta_sigmoid_in_kernel"):
         _fail(func, "allow_neg_eigval=True needs use_beta_sigmoid_in_kernel=True (as in FLA)")
+    gate_opts = [n for n in ("A_log", "dt_bias", "lower_bound") if n in opts]
+    if gate_opts and not opts.get("use_gate_in_kernel"):
+        _fail(func, f"{', '.join(gate_opts)} {'is' if len(gate_opts) == 1 else 'are'} used only with "
+                    f"use_gate_in_kernel=True")
+    if opts.get("use_gate_in_kernel"):
+        tensors = _gate(func, spec, tensors, opts)
     out = []
     for (name, _), t in zip(spec, tensors):
         if opts.get("use_qk_l2norm_in_kernel") and name in _GROUPED:
@@ -450,6 +456,52 @@ def state_layout_in(func, initial_state, opts):
 
 def state_layout_out(ht, v_first):
     return ht.transpose(-1, -2) if v_first and ht is not None else ht
+
+
+def _allowed(value, a):
+    if a == "tensor":
+        return isinstance(value, torch.Tensor)
+    if a == "number":
+        return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    return _is_default(value, a)
+
+
+def _gate(func, spec, tensors, opts):
+    """FLA's in-kernel gate, on the log-gate argument g (fp32 out): -exp(A_log) *
+    softplus(g + dt_bias), or with lower_bound: lower_bound * sigmoid(exp(A_log) * (g +
+    dt_bias)) (A_log may then be None: lower_bound * sigmoid(g + dt_bias)).  A_log is
+    [HV], dt_bias [HV] for a gate per head, [HV * K] for one per channel."""
+    names = [n for n, kind in spec if kind.startswith("gate")]
+    if len(names) != 1:
+        _fail(func, "use_gate_in_kernel needs exactly one log-gate argument")
+    i = [n for n, _ in spec].index(names[0])
+    g = tensors[i]
+    HV = g.shape[2]
+    A_log, dt_bias, bound = opts.get("A_log"), opts.get("dt_bias"), opts.get("lower_bound")
+    if A_log is None and bound is None:
+        _fail(func, "use_gate_in_kernel=True needs A_log (or lower_bound), as in FLA")
+    per = g.shape[3:]          # (), or (K,) for a gate per channel
+    x = g.float()
+    if dt_bias is not None:
+        if dt_bias.numel() != HV * math.prod(per) or dt_bias.device != g.device:
+            _fail(func, f"dt_bias must have HV{' * K' if per else ''} = {HV * math.prod(per)} elements on "
+                        f"{g.device}, got {list(dt_bias.shape)} on {dt_bias.device}")
+        x = x + dt_bias.float().reshape(HV, *per)
+    a = None
+    if A_log is not None:
+        if A_log.numel() != HV or A_log.device != g.device:
+            _fail(func, f"A_log must have HV = {HV} elements on {g.device}, got {list(A_log.shape)} on "
+                        f"{A_log.device}")
+        a = A_log.float().reshape(HV, *(1 for _ in per)).exp()
+    if bound is None:
+        g = -a * torch.nn.functional.softplus(x)
+    else:
+        if not bound < 0:
+            _fail(func, f"lower_bound must be negative (a log decay), got {bound}")
+        g = bound * torch.sigmoid(x if a is None else a * x)
+    out = list(tensors)
+    out[i] = g
+    return out
 
 
 def _is_default(value, default):

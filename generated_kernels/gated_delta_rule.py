@@ -37,8 +37,9 @@ FLA_KEYWORDS = (('use_qk_l2norm_in_kernel', False, 'L2-normalising q and k insid
         ('transpose_state_layout', False, 'the deprecated name of state_v_first', (True,)),
         ('head_first', False, 'head-first [B, H, T, ...] inputs, removed from FLA', ()),
         ('chunk_size', 64, 'the chunk length', (16, 32, 64)),
-        ('use_gate_in_kernel', False, 'the gate computed inside the kernel from A_log and dt_bias', ()),
-        ('A_log', None, "the in-kernel gate's A_log", ()), ('dt_bias', None, "the in-kernel gate's dt_bias", ()))
+        ('use_gate_in_kernel', False, 'the gate computed inside the kernel from A_log and dt_bias', (True,)),
+        ('A_log', None, "the in-kernel gate's A_log", ('tensor',)),
+        ('dt_bias', None, "the in-kernel gate's dt_bias", ('tensor',)))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["At", "Gamma"]
 

@@ -27,11 +27,11 @@ ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
 # for nothing, what it asks for); accepted at that value, refused by name otherwise
 FLA_KEYWORDS = (('use_qk_l2norm_in_kernel', False, 'L2-normalising q and k inside the kernel', (True,)),
-        ('use_gate_in_kernel', False, 'the gate computed inside the kernel from A_log and dt_bias', ()),
+        ('use_gate_in_kernel', False, 'the gate computed inside the kernel from A_log and dt_bias', (True,)),
         ('use_beta_sigmoid_in_kernel', False, 'beta = sigmoid(beta) inside the kernel', (True,)),
         ('allow_neg_eigval', False, 'beta scaled to (0, 2)', (True,)),
         ('safe_gate', False, 'a faster path for gates bounded below by lower_bound', ()),
-        ('lower_bound', None, "the bound of safe_gate's gates", ()),
+        ('lower_bound', None, "the in-kernel gate's bound: lower_bound * sigmoid(...)", ('number',)),
         ('disable_recompute', False, 'storing forward intermediates instead of recomputing them', ()),
         ('return_intermediate_states', False, 'returning the chunk states as well', ()),
         ('state_v_first', False, 'states laid out [N, H, V, K]', (True,)),
@@ -39,7 +39,8 @@ FLA_KEYWORDS = (('use_qk_l2norm_in_kernel', False, 'L2-normalising q and k insid
         ('cu_seqlens_cpu', None, 'a host copy of cu_seqlens', ()), ('cp_context', None, 'context parallelism', ()),
         ('use_graph', False, 'Ascend graph mode', ()), ('max_num_seqs', None, "Ascend graph mode's sequence bound", ()),
         ('transpose_state_layout', False, 'the deprecated name of state_v_first', (True,)),
-        ('A_log', None, "the in-kernel gate's A_log", ()), ('dt_bias', None, "the in-kernel gate's dt_bias", ()),
+        ('A_log', None, "the in-kernel gate's A_log", ('tensor',)),
+        ('dt_bias', None, "the in-kernel gate's dt_bias", ('tensor',)),
         ('chunk_size', 64, 'the chunk length', (32, 64)))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["At", "Gamma"]

@@ -183,3 +183,65 @@ def test_state_v_first_transposes_the_states_in_and_out(name):
     assert torch.equal(o3, o1)
     with pytest.raises(ValueError, match="not both"):
         fn(*args, state_v_first=True, transpose_state_layout=True)
+
+
+def _naive_gate(g, A_log, dt_bias, lower_bound=None):
+    # FLA's naive_gdn_gate / naive_kda_gate (fla/ops/*/gate.py), written out
+    HV = g.shape[2]
+    per = g.shape[3:]
+    x = g.float() + (dt_bias.float().view(HV, *per) if dt_bias is not None else 0)
+    if lower_bound is None:
+        return -A_log.float().exp().view(HV, *[1] * len(per)) * torch.nn.functional.softplus(x)
+    a = A_log.float().exp().view(HV, *[1] * len(per)) if A_log is not None else 1
+    return lower_bound * torch.sigmoid(a * x)
+
+
+@pytest.mark.parametrize("name, form", [
+    (n, form) for n in VARIANTS if _has(n, "use_gate_in_kernel")
+    for form in ("softplus", "softplus, no dt_bias", "lower_bound", "lower_bound, no A_log")
+    if "lower_bound" not in form or _has(n, "lower_bound")])
+def test_gate_in_kernel_equals_fla_gate_outside(name, form):
+    m = module(name)
+    args, _, h0 = make_inputs(name, 1, 20, 2, 16, 16, seed=8, h0=True)
+    names = [n for n, _ in m.ARGS]
+    i = names.index("g")
+    gen = torch.Generator().manual_seed(3)
+    raw = list(args)
+    raw[i] = torch.randn(args[i].shape, generator=gen)
+    HV, per = args[i].shape[2], args[i].shape[3:]
+    A_log = None if "no A_log" in form else torch.rand(HV, generator=gen)
+    dt_bias = None if "no dt_bias" in form else torch.randn(HV * (per[0] if per else 1), generator=gen)
+    bound = -3.0 if "lower_bound" in form else None
+    kw = dict(use_gate_in_kernel=True, A_log=A_log, dt_bias=dt_bias)
+    if bound is not None:
+        kw["lower_bound"] = bound
+    leaves = [t.detach().requires_grad_() for t in raw]
+    params = [t.detach().requires_grad_() if t is not None else None for t in (A_log, dt_bias)]
+    fn = getattr(m, _func(name))
+    o1, ht1 = fn(*leaves, initial_state=h0, output_final_state=True, **dict(kw, A_log=params[0], dt_bias=params[1]))
+    (o1.sum() + ht1.square().sum()).backward()
+    got = [o1.detach(), ht1.detach()] + [x.grad for x in leaves] + [p.grad for p in params if p is not None]
+    leaves2 = [t.detach().requires_grad_() for t in raw]
+    params2 = [t.detach().requires_grad_() if t is not None else None for t in (A_log, dt_bias)]
+    out = list(leaves2)
+    out[i] = _naive_gate(leaves2[i], params2[0], params2[1], bound)
+    o2, ht2 = fn(*out, initial_state=h0, output_final_state=True)
+    (o2.sum() + ht2.square().sum()).backward()
+    want = [o2.detach(), ht2.detach()] + [x.grad for x in leaves2] + [p.grad for p in params2 if p is not None]
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_gate_in_kernel_mistakes_are_named():
+    args, _, _ = make_inputs("gated_delta_rule", 1, 8, 2, 16, 16, seed=0)
+    fn = G.chunk_gated_delta_rule
+    with pytest.raises(ValueError, match="A_log is used only with use_gate_in_kernel=True"):
+        fn(*args, A_log=torch.zeros(2))
+    with pytest.raises(ValueError, match="use_gate_in_kernel=True needs A_log"):
+        fn(*args, use_gate_in_kernel=True)
+    with pytest.raises(ValueError, match=r"A_log must have HV = 2 elements"):
+        fn(*args, use_gate_in_kernel=True, A_log=torch.zeros(3))
+    with pytest.raises(ValueError, match=r"dt_bias must have HV = 2 elements"):
+        fn(*args, use_gate_in_kernel=True, A_log=torch.zeros(2), dt_bias=torch.zeros(4))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'lower_bound'"):
+        fn(*args, use_gate_in_kernel=True, lower_bound=-3.0)     # KDA's, not Gated DeltaNet's
