@@ -38,6 +38,9 @@ DT_BIAS = _k("dt_bias", None, "the in-kernel gate's dt_bias", ("tensor",))
 SAFE_GATE = _k("safe_gate", False, "a faster path for gates bounded below by lower_bound")
 LOWER_BOUND = _k("lower_bound", None, "the bound of safe_gate's gates")
 GATE_BOUND = _k("lower_bound", None, "the in-kernel gate's bound: lower_bound * sigmoid(...)", ("number",))
+# a promise that the gates are >= lower_bound, for a faster FLA path; chunkproof's kernels
+# need none and compute the same function (FLA's check of the bound is kept)
+PROMISED = _k("safe_gate", False, "gates promised >= lower_bound (a faster path in FLA)", (True,))
 NO_RECOMPUTE = _k("disable_recompute", False, "storing forward intermediates instead of recomputing them")
 
 
@@ -53,7 +56,7 @@ KEYWORDS: Dict[str, Tuple[Keyword, ...]] = {
         L2NORM, BETA_SIGMOID, NEG_EIGVAL, STATE_V_FIRST, CU_SEQLENS, CU_SEQLENS_CPU, CHUNK_INDICES, CP,
         TRANSPOSED, HEAD_FIRST, _chunk_size(64), GATE_IN_KERNEL, A_LOG, DT_BIAS),
     "chunk_kda": (
-        L2NORM, GATE_IN_KERNEL, BETA_SIGMOID, NEG_EIGVAL, SAFE_GATE, GATE_BOUND, NO_RECOMPUTE,
+        L2NORM, GATE_IN_KERNEL, BETA_SIGMOID, NEG_EIGVAL, PROMISED, GATE_BOUND, NO_RECOMPUTE,
         _k("return_intermediate_states", False, "returning the chunk states as well"), STATE_V_FIRST,
         CU_SEQLENS, CU_SEQLENS_CPU, CP, _k("use_graph", False, "Ascend graph mode"),
         _k("max_num_seqs", None, "Ascend graph mode's sequence bound"), TRANSPOSED, A_LOG, DT_BIAS,

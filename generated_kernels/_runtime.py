@@ -426,6 +426,10 @@ def input_options(func, spec, tensors, opts):
     if gate_opts and not opts.get("use_gate_in_kernel"):
         _fail(func, f"{', '.join(gate_opts)} {'is' if len(gate_opts) == 1 else 'are'} used only with "
                     f"use_gate_in_kernel=True")
+    if opts.get("safe_gate") and opts.get("use_gate_in_kernel"):     # FLA's check
+        bound = opts.get("lower_bound")
+        if bound is None or not -5 <= bound < 0:
+            _fail(func, f"safe_gate=True with use_gate_in_kernel=True needs lower_bound in [-5, 0), got {bound}")
     if opts.get("use_gate_in_kernel"):
         tensors = _gate(func, spec, tensors, opts)
     out = []

@@ -30,7 +30,7 @@ FLA_KEYWORDS = (('use_qk_l2norm_in_kernel', False, 'L2-normalising q and k insid
         ('use_gate_in_kernel', False, 'the gate computed inside the kernel from A_log and dt_bias', (True,)),
         ('use_beta_sigmoid_in_kernel', False, 'beta = sigmoid(beta) inside the kernel', (True,)),
         ('allow_neg_eigval', False, 'beta scaled to (0, 2)', (True,)),
-        ('safe_gate', False, 'a faster path for gates bounded below by lower_bound', ()),
+        ('safe_gate', False, 'gates promised >= lower_bound (a faster path in FLA)', (True,)),
         ('lower_bound', None, "the in-kernel gate's bound: lower_bound * sigmoid(...)", ('number',)),
         ('disable_recompute', False, 'storing forward intermediates instead of recomputing them', ()),
         ('return_intermediate_states', False, 'returning the chunk states as well', ()),
