@@ -339,6 +339,7 @@ GPU_EXAMPLES = {   # real shapes: T past 2048, a partial chunk, T = 1, K != V
     "causality": dict(B=2, T=333, H=3, K=128, V=64, h0=True, split=100, seed=1),
     "split_sequence": dict(B=1, T=2049, H=3, K=128, V=64, h0=True, split=1000, seed=1),
     "poisoned_outputs": dict(B=3, T=1, H=2, K=128, V=64, h0=True, seed=1),
+    "grouped_heads": dict(B=1, T=1000, H=2, K=128, V=64, h0=True, seed=1),
 }
 
 

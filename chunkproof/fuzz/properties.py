@@ -257,4 +257,42 @@ def poisoned_outputs(ex):
         "; ".join(diffs) or "outputs and gradients identical with poisoned buffers, no guard written"
 
 
-PROPERTIES = {f.__name__: f for f in (matches_fp64, extreme_gates, causality, split_sequence, poisoned_outputs)}
+def _pair(a, b, head_dim):
+    """Two tensors' heads interleaved: value heads 2h and 2h + 1 from head h of a and b."""
+    return torch.stack([a, b], dim=head_dim + 1).flatten(head_dim, head_dim + 1)
+
+
+def grouped_heads(ex):
+    # grouped value attention: two value heads per query/key head (the example's values,
+    # gates, parameters and state, and another draw's) equals the same call with q and k
+    # repeated over the heads, forward and backward (dq, dk summed over each pair)
+    from chunkproof.codegen.emit import GROUPED
+    args, _, state = ex.inputs()
+    other, _, state2 = ex.inputs(seed_offset=1)
+    kinds = module(ex.variant).ARGS
+    grouped = [n in GROUPED and kind == "k" for n, kind in kinds]
+    gva = [a if g else _pair(a, b, 0 if kind == "param_k" else 2)
+           for a, b, g, (_, kind) in zip(args, other, grouped, kinds)]
+    rep = [a.repeat_interleave(2, dim=2) if g else a for a, g in zip(gva, grouped)]
+    if state is not None:
+        state = _pair(state, state2, 1)
+    do, dht = cotangents(ex)
+    gen = torch.Generator().manual_seed(ex.seed + 8)
+    do = _pair(do, torch.randn(do.shape, generator=gen).to(do.dtype).to(do.device), 2)
+    dht = _pair(dht, torch.randn(dht.shape, generator=gen).to(dht.device) if ex.fs else torch.zeros_like(dht), 1)
+    o1, h1, g1 = run_grad(ex, gva, state, do, dht)
+    o2, h2, g2 = run_grad(ex, rep, state, do, dht)
+    for n, g in zip(names(ex), grouped):
+        if g:
+            B, T, H2, K = g2[n].shape
+            g2[n] = g2[n].view(B, T, H2 // 2, 2, K).sum(3)
+    errs = {"o": rel_rms(o1, o2.to(torch.float64))}
+    if ex.fs:
+        errs["final state"] = rel_rms(h1, h2.to(torch.float64))
+    errs.update(("d" + n, e) for n, e in _grad_diffs(g1, g2, gva, ex).items())
+    return max(errs.values()), tolerance(ex.dtype, 1e-5, 1e-2), \
+        "two value heads per q/k head vs q and k repeated: " + ", ".join(f"{n} {e:.1e}" for n, e in errs.items())
+
+
+PROPERTIES = {f.__name__: f for f in (matches_fp64, extreme_gates, causality, split_sequence, poisoned_outputs,
+                                      grouped_heads)}
