@@ -7,7 +7,7 @@ import sys
 from chunkproof.fuzz import DEFAULT_DB, DEFAULT_SAVE
 
 PROPERTY_NAMES = ("matches_fp64", "extreme_gates", "causality", "split_sequence", "poisoned_outputs",
-                  "grouped_heads")
+                  "grouped_heads", "l2norm_in_kernel")
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
@@ -135,6 +135,10 @@ def cmd_fuzz(args):
     except Refused as e:
         sys.stderr.write(f"chunkproof fuzz: refused: {e}\n")
         return EXIT_FAIL
+    from chunkproof.fuzz.properties import applies
+    if not any(applies(p, v) for v in names for p in props):
+        raise InputError(f"{', '.join(props)} {'applies' if len(props) == 1 else 'apply'} to none of "
+                         f"{', '.join(names)} (l2norm_in_kernel: the functions with use_qk_l2norm_in_kernel)")
     if args.replay:
         return _replay(args, names, props)
     from chunkproof.fuzz.campaign import Interrupted, run_campaign, save_failures, table

@@ -15,7 +15,7 @@ from chunkproof import cli, cmd_fuzz
 from chunkproof.fuzz import cases, pins, strategies
 from chunkproof.fuzz.campaign import Cell, check, run_campaign, run_cell, save_failures
 from chunkproof.fuzz.example import Example, parse
-from chunkproof.fuzz.properties import PROPERTIES
+from chunkproof.fuzz.properties import PROPERTIES, applies
 from chunkproof.fuzz.search import REPLAY_PHASES, database_key, search
 from chunkproof.fuzz.strategies import examples as example_strategy
 
@@ -49,7 +49,7 @@ def test_the_example_database_replays(device):
     db = ReadOnlyDatabase(DirectoryBasedExampleDatabase(DB))
     failing = []
     for v in cases.VARIANTS:
-        for p in PROPERTIES:
+        for p in [p for p in PROPERTIES if applies(p, v)]:
             for dtype in ("fp32", "bf16", "fp16"):
                 def fails(ex):
                     ok, err, tol, rec = check(ex)
@@ -340,12 +340,12 @@ GPU_EXAMPLES = {   # real shapes: T past 2048, a partial chunk, T = 1, K != V
     "split_sequence": dict(B=1, T=2049, H=3, K=128, V=64, h0=True, split=1000, seed=1),
     "poisoned_outputs": dict(B=3, T=1, H=2, K=128, V=64, h0=True, seed=1),
     "grouped_heads": dict(B=1, T=1000, H=2, K=128, V=64, h0=True, seed=1),
+    "l2norm_in_kernel": dict(B=2, T=333, H=3, K=128, V=64, h0=True, seed=1),
 }
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", cases.VARIANTS)
-@pytest.mark.parametrize("prop", list(GPU_EXAMPLES))
+@pytest.mark.parametrize("name, prop", [(n, p) for n in cases.VARIANTS for p in GPU_EXAMPLES if applies(p, n)])
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
 def test_gpu_properties_forward_and_backward(name, prop, dtype):
     # the campaign's properties (outputs and gradients) at real shapes on the GPU, one
@@ -372,3 +372,12 @@ def test_poisoned_buffers_catch_a_write_past_the_end():
     assert torch.isnan(t).all() and pt.overwritten() == []
     past_end[(1,)](t, N=8)
     assert pt.overwritten() == [((2, 4), 4)]
+
+
+def test_an_option_property_runs_only_where_the_function_has_the_option(capsys):
+    from chunkproof.fuzz.campaign import run_campaign
+    cells = run_campaign(["gla", "delta_rule"], ["l2norm_in_kernel"], "cpu", "fp32", 1, 0, quiet=True)
+    assert set(cells) == {("l2norm_in_kernel", "delta_rule")} and cells[("l2norm_in_kernel", "delta_rule")].examples
+    assert cli.main(["fuzz", "--variant", "gla", "--property", "l2norm_in_kernel", "--examples", "1",
+                     "--no-save", "--no-db", "-q"]) == 2
+    assert "applies to none of gla" in capsys.readouterr().err

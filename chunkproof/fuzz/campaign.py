@@ -17,7 +17,7 @@ from typing import Dict, List, Optional
 
 from .example import Example
 from .pins import save_failures
-from .properties import PROPERTIES
+from .properties import PROPERTIES, applies
 from .search import CAMPAIGN_PHASES, database_key, search
 from .strategies import examples as example_strategy
 
@@ -132,16 +132,16 @@ def run_cell(cell: Cell, variant, prop, device, dtype, examples, seed, database,
 
 def run_campaign(variants, props, device, dtype, examples, seed, database=None, quiet=False) -> Dict[tuple, Cell]:
     cells: Dict[tuple, Cell] = {}
-    prog = Progress(len(variants) * len(props), quiet)
+    pairs = [(v, p) for v in variants for p in props if applies(p, v)]
+    prog = Progress(len(pairs), quiet)
     try:
-        for v in variants:
-            for p in props:
-                prog.cell += 1
-                cell = cells.setdefault((p, v), Cell())
-                run_cell(cell, v, p, device, dtype, examples, seed, database,
-                         on_step=lambda: prog.show(f"{v} {p}", cell, examples))
-                prog.show(f"{v} {p}", cell, examples, done=True)
-                prog.failing += cell.failures
+        for v, p in pairs:
+            prog.cell += 1
+            cell = cells.setdefault((p, v), Cell())
+            run_cell(cell, v, p, device, dtype, examples, seed, database,
+                     on_step=lambda: prog.show(f"{v} {p}", cell, examples))
+            prog.show(f"{v} {p}", cell, examples, done=True)
+            prog.failing += cell.failures
     except KeyboardInterrupt:
         if not quiet:
             sys.stderr.write("\n")

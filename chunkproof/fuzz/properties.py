@@ -117,11 +117,14 @@ def grads_of(outputs, cotans, leaves, h0, arg_names):
     return dict(zip(arg_names + (["initial_state"] if h0 is not None else []), gs))
 
 
-def run_grad(ex: Example, args, state, do, dht, poison=False, seen=None):
-    """(o, final state or None, {name: gradient}) through the public function's autograd."""
+def run_grad(ex: Example, args, state, do, dht, poison=False, seen=None, pre=None, **kw):
+    """(o, final state or None, {name: gradient}) through the public function's autograd;
+    ``pre`` maps the leaves to the call's arguments (gradients are the leaves'), ``kw``
+    goes to the call."""
     leaves, h0 = leaves_of(args, state)
     with torch.enable_grad(), _setup(ex.variant, poison, seen):
-        o, ht = kernel(ex.variant)(*leaves, initial_state=h0, output_final_state=ex.fs)
+        call = pre(leaves) if pre else leaves
+        o, ht = kernel(ex.variant)(*call, initial_state=h0, output_final_state=ex.fs, **kw)
         grads = grads_of((o, ht), (do, dht), leaves, h0, names(ex))
     return o.detach(), (None if ht is None else ht.detach()), grads
 
@@ -286,13 +289,51 @@ def grouped_heads(ex):
         if g:
             B, T, H2, K = g2[n].shape
             g2[n] = g2[n].view(B, T, H2 // 2, 2, K).sum(3)
+    return _same_call(ex, (o1, h1, g1), (o2, h2, g2), gva, "two value heads per q/k head vs q and k repeated")
+
+
+def _same_call(ex, got, want, args, what):
+    """Two runs of what should be one function, outputs and gradients, as a property's result."""
+    (o1, h1, g1), (o2, h2, g2) = got, want
     errs = {"o": rel_rms(o1, o2.to(torch.float64))}
     if ex.fs:
         errs["final state"] = rel_rms(h1, h2.to(torch.float64))
-    errs.update(("d" + n, e) for n, e in _grad_diffs(g1, g2, gva, ex).items())
+    errs.update(("d" + n, e) for n, e in _grad_diffs(g1, g2, args, ex).items())
     return max(errs.values()), tolerance(ex.dtype, 1e-5, 1e-2), \
-        "two value heads per q/k head vs q and k repeated: " + ", ".join(f"{n} {e:.1e}" for n, e in errs.items())
+        f"{what}: " + ", ".join(f"{n} {e:.1e}" for n, e in errs.items())
+
+
+def _l2(x):
+    xf = x.float()      # FLA's l2norm (fla/modules/l2norm.py), written out
+    return (xf * torch.rsqrt(xf.square().sum(-1, keepdim=True) + 1e-6)).to(x.dtype)
+
+
+def l2norm_in_kernel(ex):
+    # use_qk_l2norm_in_kernel=True on q and k of other lengths equals normalising them
+    # before the call, forward and backward (the gradients of the unnormalised q and k)
+    from chunkproof.codegen.emit import GROUPED
+    args, _, state = ex.inputs()
+    grouped = [n in GROUPED and kind == "k" for n, kind in module(ex.variant).ARGS]
+    gen = torch.Generator().manual_seed(ex.seed + 9)
+    raw = [a * (0.5 + 3 * torch.rand(a.shape[:-1] + (1,), generator=gen)).to(a.dtype).to(a.device) if g else a
+           for a, g in zip(args, grouped)]
+    do, dht = cotangents(ex)
+    inside = run_grad(ex, raw, state, do, dht, use_qk_l2norm_in_kernel=True)
+    outside = run_grad(ex, raw, state, do, dht, pre=lambda ls: [_l2(x) if g else x for x, g in zip(ls, grouped)])
+    return _same_call(ex, inside, outside, raw, "use_qk_l2norm_in_kernel vs normalising first")
 
 
 PROPERTIES = {f.__name__: f for f in (matches_fp64, extreme_gates, causality, split_sequence, poisoned_outputs,
-                                      grouped_heads)}
+                                      grouped_heads, l2norm_in_kernel)}
+
+
+def _has_keyword(variant, name):
+    return any(k[0] == name and k[3] for k in getattr(module(variant), "FLA_KEYWORDS", ()))
+
+
+# the properties of an option some functions have; every other property holds for every variant
+APPLIES = {"l2norm_in_kernel": lambda v: _has_keyword(v, "use_qk_l2norm_in_kernel")}
+
+
+def applies(prop, variant):
+    return APPLIES.get(prop, lambda v: True)(variant)
