@@ -10,14 +10,10 @@ from typing import Dict, List, Optional
 from chunkproof.derivations import ir
 from chunkproof.derivations.latex import to_latex
 from . import backward
+from .fla_api import grouped
 from .kernel_plan import Final, KernelPlan, Passed
 from .plan import Plan, param_bindings, param_names, unit_lower, var_names
 from .printer import CodegenError, TritonPrinter, Val
-
-
-# the arguments grouped value attention shares across value heads (FLA's GVA: HV value
-# heads, H = HV / G query/key heads, value head h reading query/key head h // G)
-GROUPED = ("q", "k")
 
 
 @dataclass
@@ -134,9 +130,7 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
         a = args[t]
         log = a.kind.startswith("gate")
         loggate = kinds.get(t) == "loggate"
-        kind = layout(shapes[t])
-        if a.name in GROUPED and kind == "k":      # GVA: read from the query/key head
-            kind = "kq"
+        kind = "kq" if grouped(a.name, a.kind) else layout(shapes[t])     # GVA: from the q/k head
         st.loads.append(Load(t, a.name, kind, log, scaled=(a.name == "q"), f32=loggate))
         env[t] = Val(None, shapes[t], log=f"b_{t}_log", last=f"b_{t}_log_last") if log else \
             Val(f"b_{t}", shapes[t], raw=(a.name != "q" and not loggate))      # q is scaled on load

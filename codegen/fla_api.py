@@ -72,6 +72,16 @@ KEYWORDS: Dict[str, Tuple[Keyword, ...]] = {
 }
 
 
+# the arguments grouped value attention shares across value heads (FLA's GVA: HV value
+# heads, H = HV / G query/key heads, value head h reading query/key head h // G)
+GROUPED = ("q", "k")
+
+
+def grouped(name: str, kind: str) -> bool:
+    """Whether an argument (its name and Arg kind) is read from the query/key heads."""
+    return name in GROUPED and kind == "k"
+
+
 def keywords(func: str) -> Tuple[Keyword, ...]:
     """FLA's keywords of ``func`` (none for a function FLA does not have)."""
     return KEYWORDS.get(func, ())

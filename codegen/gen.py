@@ -47,9 +47,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         plan = load_variant(v, check=check)
     elif plan.variant is not v:    # the same kernel, another tiling or precise_lines
         plan = dataclasses.replace(plan, variant=v)
-    picked, _ = backward_pick.resolve(v, plan.deriv, check=check)
-    if picked is not v:   # the declaration left backward claims to pick
-        v, plan = picked, build(picked, plan.deriv, check=False)   # its forward claims were just checked
+    v, plan = _picked(v, plan, check)
     intra, state, out = emit.forward_stages(plan)
     bw = None
     if v.backward:   # the backward claims are checked once, for every stage
@@ -76,7 +74,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         out=plan.program.output, state=plan.program.state,
         arg_names=[a.name for a in v.args],
         args_spec=repr(tuple((a.name, a.kind) for a in v.args)), fla_keywords=fla_api.literal(v.func),
-        grouped=[a.name for a in v.args if a.name in emit.GROUPED and a.kind == "k"],
+        grouped=[a.name for a in v.args if fla_api.grouped(a.name, a.kind)],
         shapes_doc=", ".join(f"{a.name} {_SHAPE_DOC[a.kind]}" for a in v.args),
     )
     src = wrap.wrap_source((env or _env()).get_template("variant.py.j2").render(**ctx), MAX_LINE)
@@ -91,14 +89,19 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     return src
 
 
+def _picked(v: Variant, plan, check):
+    """``v`` and its plan with the backward claims its declaration left to pick."""
+    picked, _ = backward_pick.resolve(v, plan.deriv, check=check)
+    if picked is v:
+        return v, plan
+    return picked, build(picked, plan.deriv, check=False)   # its forward claims were checked already
+
+
 def gated_lines(v: Variant, plan) -> List[str]:
     """The gradient lines with a gated intra-chunk product: the precision planner's
     candidates for tf32x3 (Variant.precise_lines)."""
     v = dataclasses.replace(v, precise_lines=None)
-    plan = dataclasses.replace(plan, variant=v)
-    picked, _ = backward_pick.resolve(v, plan.deriv, check=False)
-    if picked is not v:
-        v, plan = picked, build(picked, plan.deriv, check=False)
+    v, plan = _picked(v, dataclasses.replace(plan, variant=v), False)
     if not v.backward:
         return []
     bw = emit.backward_stages(plan, backward_claims(v, plan.deriv, check=False))
@@ -126,7 +129,7 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
     names every such variant."""
     env = _env()
     variants = variants or VARIANTS
-    runtime = env.get_template("runtime.py.j2").render(max_head_dim=MAX_HEAD_DIM)
+    runtime = env.get_template("runtime.py.j2").render(max_head_dim=MAX_HEAD_DIM, grouped_names=repr(fla_api.GROUPED))
     files, stale_names = {}, []
     for v in variants:
         if progress:

@@ -20,8 +20,8 @@ _DTYPES = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.float16
 # HV: the value heads (grouped value attention: HV = G * H, FLA's GVA); q and k have H
 _SHAPES = {"kq": "[B, T, H, K]", "k": "[B, T, HV, K]", "v": "[B, T, HV, V]", "gate_k": "[B, T, HV, K]",
            "gate_h": "[B, T, HV]", "head": "[B, T, HV]", "param_k": "[HV, K]"}
-# the arguments read from the query/key heads (codegen/emit.GROUPED)
-_GROUPED = ("q", "k")
+# the arguments read from the query/key heads (codegen/fla_api.GROUPED)
+_GROUPED = ('q', 'k')
 
 
 def _kind(name, kind):
@@ -433,8 +433,8 @@ def input_options(func, spec, tensors, opts):
     if opts.get("use_gate_in_kernel"):
         tensors = _gate(func, spec, tensors, opts)
     out = []
-    for (name, _), t in zip(spec, tensors):
-        if opts.get("use_qk_l2norm_in_kernel") and name in _GROUPED:
+    for (name, kind), t in zip(spec, tensors):
+        if opts.get("use_qk_l2norm_in_kernel") and _kind(name, kind) == "kq":
             t = _l2norm(t)
         if opts.get("use_beta_sigmoid_in_kernel") and name == "beta":
             t = torch.sigmoid(t.float()).to(t.dtype) * (2 if opts.get("allow_neg_eigval") else 1)

@@ -115,10 +115,11 @@ def _has(name, kw):
     return any(k[0] == kw for k in module(name).FLA_KEYWORDS)
 
 
-def _grads(fn, args, h0, **kw):
+def _grads(fn, args, h0, pre=None, **kw):
+    # ``pre`` maps the leaves to the call's arguments: the gradients stay the leaves'
     leaves = [a.detach().requires_grad_() for a in args]
     h = h0.detach().requires_grad_()
-    o, ht = fn(*leaves, initial_state=h, output_final_state=True, **kw)
+    o, ht = fn(*(pre(leaves) if pre else leaves), initial_state=h, output_final_state=True, **kw)
     gen = torch.Generator().manual_seed(9)
     ((o * torch.randn(o.shape, generator=gen)).sum() + (ht * torch.randn(ht.shape, generator=gen)).sum()).backward()
     return [o.detach(), ht.detach()] + [x.grad for x in leaves] + [h.grad]
@@ -136,13 +137,8 @@ def test_l2norm_in_kernel_equals_normalising_outside(name):
     args = [a * 3 if n in ("q", "k") else a for (n, _), a in zip(m.ARGS, args)]    # not unit length
     fn = getattr(m, _func(name))
     inside = _grads(fn, args, h0, use_qk_l2norm_in_kernel=True)
-    leaves = [a.detach().requires_grad_() for a in args]
-    h = h0.detach().requires_grad_()
-    outside = [_l2(x) if n in ("q", "k") else x for (n, _), x in zip(m.ARGS, leaves)]
-    o, ht = fn(*outside, initial_state=h, output_final_state=True)
-    gen = torch.Generator().manual_seed(9)
-    ((o * torch.randn(o.shape, generator=gen)).sum() + (ht * torch.randn(ht.shape, generator=gen)).sum()).backward()
-    for a, b in zip(inside, [o.detach(), ht.detach()] + [x.grad for x in leaves] + [h.grad]):
+    outside = _grads(fn, args, h0, pre=lambda ls: [_l2(x) if n in ("q", "k") else x for (n, _), x in zip(m.ARGS, ls)])
+    for a, b in zip(inside, outside):
         assert torch.equal(a, b)
 
 

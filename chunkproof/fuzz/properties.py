@@ -269,11 +269,11 @@ def grouped_heads(ex):
     # grouped value attention: two value heads per query/key head (the example's values,
     # gates, parameters and state, and another draw's) equals the same call with q and k
     # repeated over the heads, forward and backward (dq, dk summed over each pair)
-    from chunkproof.codegen.emit import GROUPED
+    from chunkproof.codegen.fla_api import grouped as is_grouped
     args, _, state = ex.inputs()
     other, _, state2 = ex.inputs(seed_offset=1)
     kinds = module(ex.variant).ARGS
-    grouped = [n in GROUPED and kind == "k" for n, kind in kinds]
+    grouped = [is_grouped(n, kind) for n, kind in kinds]
     gva = [a if g else _pair(a, b, 0 if kind == "param_k" else 2)
            for a, b, g, (_, kind) in zip(args, other, grouped, kinds)]
     rep = [a.repeat_interleave(2, dim=2) if g else a for a, g in zip(gva, grouped)]
@@ -311,9 +311,9 @@ def _l2(x):
 def l2norm_in_kernel(ex):
     # use_qk_l2norm_in_kernel=True on q and k of other lengths equals normalising them
     # before the call, forward and backward (the gradients of the unnormalised q and k)
-    from chunkproof.codegen.emit import GROUPED
+    from chunkproof.codegen.fla_api import grouped as is_grouped
     args, _, state = ex.inputs()
-    grouped = [n in GROUPED and kind == "k" for n, kind in module(ex.variant).ARGS]
+    grouped = [is_grouped(n, kind) for n, kind in module(ex.variant).ARGS]
     gen = torch.Generator().manual_seed(ex.seed + 9)
     raw = [a * (0.5 + 3 * torch.rand(a.shape[:-1] + (1,), generator=gen)).to(a.dtype).to(a.device) if g else a
            for a, g in zip(args, grouped)]
