@@ -29,6 +29,7 @@ PTR = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 INTS = ("T", "H", "HQ", "NCH", "use_h0", "store_ht", "use_dht")
 FP32_STATES = ("h0", "ht", "dh", "dht", "dh0")     # states and their gradients: fp32 always
+SEQ_TABLES = ("cu", "ci", "co")     # cu_seqlens' tables (int32; never read without VARLEN)
 
 
 def constexpr_params(fn):
@@ -57,6 +58,8 @@ def signature(fn, launch, mod, dtype):
             sig[name] = "fp32"
         elif name in INTS:
             sig[name] = "i32"
+        elif name in SEQ_TABLES:
+            sig[name] = "*i32"
         elif name in FP32_STATES or name.startswith(("r_", "w_")):   # r_, w_: tiles passed between kernels
             sig[name] = "*fp32"
         elif name in tensors:

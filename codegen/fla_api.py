@@ -20,9 +20,9 @@ def _k(name, default, what, allowed=()):
     return Keyword(name, default, what, tuple(allowed))
 
 
-CU_SEQLENS = _k("cu_seqlens", None, "variable-length batches (packed sequences, B = 1)")
-CU_SEQLENS_CPU = _k("cu_seqlens_cpu", None, "a host copy of cu_seqlens")
-CHUNK_INDICES = _k("chunk_indices", None, "precomputed chunk indices for cu_seqlens")
+CU_SEQLENS = _k("cu_seqlens", None, "variable-length batches (packed sequences, B = 1)", ("tensor",))
+CU_SEQLENS_CPU = _k("cu_seqlens_cpu", None, "a host copy of cu_seqlens", ("tensor",))
+CHUNK_INDICES = _k("chunk_indices", None, "precomputed chunk indices for cu_seqlens", ("tensor",))
 STATE_V_FIRST = _k("state_v_first", False, "states laid out [N, H, V, K]", (True,))
 TRANSPOSED = _k("transpose_state_layout", False, "the deprecated name of state_v_first", (True,))
 HEAD_FIRST = _k("head_first", False, "head-first [B, H, T, ...] inputs, removed from FLA")
@@ -82,9 +82,14 @@ def grouped(name: str, kind: str) -> bool:
     return name in GROUPED and kind == "k"
 
 
+# what every other generated function (a user's derivation, FLA has no namesake) takes:
+# variable-length batches are the kernels' own, not FLA's
+EVERY = (CU_SEQLENS, CU_SEQLENS_CPU)
+
+
 def keywords(func: str) -> Tuple[Keyword, ...]:
-    """FLA's keywords of ``func`` (none for a function FLA does not have)."""
-    return KEYWORDS.get(func, ())
+    """FLA's keywords of ``func``; for a function FLA does not have, EVERY."""
+    return KEYWORDS.get(func, EVERY)
 
 
 def literal(func: str) -> str:

@@ -514,8 +514,93 @@ def _is_default(value, default):
     return isinstance(value, int) and not isinstance(value, bool) and value == default
 
 
-def check_args(func, spec, tensors, scale, initial_state, output_final_state):
-    """Shapes, dtypes and devices only: nothing here synchronises with the device."""
+class Sequences:
+    """A packed batch's sequences (FLA's cu_seqlens), from their offsets on the host:
+    ``offsets`` (N + 1 ints, from 0, non-decreasing), ``total`` = offsets[-1] rows of
+    T in use.  ``given``: the caller's chunk_indices, checked against the tables."""
+
+    def __init__(self, func, offsets, given=None):
+        self.func, self.offsets, self.given = func, offsets, given
+        self.N, self.total = len(offsets) - 1, offsets[-1]
+        self._tables = {}
+
+    def tables(self, BT, device):
+        """(NT, cu, ci, co) for chunks of BT: NT chunks in all, each sequence's cut from
+        its own first row; cu the offsets, ci (sequence, chunk in it) per chunk [NT, 2],
+        co each sequence's first chunk: int32 tensors on ``device``."""
+        key = (BT, device)
+        if key not in self._tables:
+            nts = [-(-(b - a) // BT) for a, b in zip(self.offsets, self.offsets[1:])]
+            ci = [(n, t) for n, nt in enumerate(nts) for t in range(nt)]
+            co = [sum(nts[:n]) for n in range(self.N)]
+            ci_t = torch.tensor(ci, dtype=torch.int32).reshape(-1, 2)
+            if self.given is not None:
+                g = self.given
+                if g.dim() != 2 or g.shape[1] != 2 or g.dtype not in (torch.int32, torch.int64) or \
+                        not torch.equal(g.cpu().to(torch.int32), ci_t):
+                    _fail(self.func, f"chunk_indices ({list(g.shape)}, {g.dtype}) are not the [{len(ci)}, 2] "
+                                     f"(sequence, chunk) pairs of cu_seqlens at this call's chunk size {BT}; "
+                                     f"leave chunk_indices out (they are computed) or pass chunk_size")
+            self._tables[key] = (len(ci), *(x.to(device) for x in (
+                torch.tensor(self.offsets, dtype=torch.int32), ci_t, torch.tensor(co or [0], dtype=torch.int32))))
+        return self._tables[key]
+
+
+def sequences(func, opts, q):
+    """The Sequences of FLA's cu_seqlens (with cu_seqlens_cpu, chunk_indices) for q
+    [B, T, ...], or None for a fixed-length batch.  Checked on the host: 1-D integer
+    offsets from 0, non-decreasing, at most T, with B = 1.  Reading cu_seqlens to the
+    host synchronises with the device; a cu_seqlens_cpu given is used instead (FLA's
+    promise that it holds the same values: the kernels read tables built from it)."""
+    cu, cpu, given = opts.get("cu_seqlens"), opts.get("cu_seqlens_cpu"), opts.get("chunk_indices")
+    if cu is None:
+        for name in ("cu_seqlens_cpu", "chunk_indices"):
+            if opts.get(name) is not None:
+                _fail(func, f"{name} is used only with cu_seqlens")
+        return None
+    B, T = q.shape[:2]
+    for name, x in (("cu_seqlens", cu), ("cu_seqlens_cpu", cpu)):
+        if x is None:
+            continue
+        if x.dim() != 1 or x.numel() < 2 or x.dtype not in (torch.int32, torch.int64):
+            _fail(func, f"{name} must be a 1-d int32 or int64 tensor of N + 1 offsets, got {list(x.shape)} "
+                        f"{x.dtype}")
+    if cu.device != q.device:
+        _fail(func, f"cu_seqlens is on {cu.device} but q is on {q.device}")
+    if cpu is not None and cpu.numel() != cu.numel():
+        _fail(func, f"cu_seqlens_cpu has {cpu.numel()} offsets, cu_seqlens {cu.numel()}")
+    if B != 1:
+        _fail(func, f"with cu_seqlens the sequences are packed along T with B = 1 (as in FLA), got B = {B}")
+    offsets = (cpu if cpu is not None else cu).tolist()
+    bad = [i for i in range(1, len(offsets)) if offsets[i] < offsets[i - 1]]
+    if offsets[0] != 0 or bad or offsets[-1] > T:
+        _fail(func, f"cu_seqlens must start at 0, never decrease and end at most at T = {T}; got "
+                    f"{offsets[:8]}{' ...' if len(offsets) > 8 else ''}"
+                    + (f" (decreasing at {bad[0]})" if bad else ""))
+    return Sequences(func, offsets, given)
+
+
+def sequence_tables(seqs, B, T, BT, q):
+    """(NS, NT, the kernels' sequence arguments): NS states (B, or N sequences), NT chunks
+    per batch row (with cu_seqlens, B = 1: every sequence's); the tables' pointers are q
+    (never read) for a fixed-length batch."""
+    if seqs is None:
+        return B, triton.cdiv(T, BT), dict(cu=q, ci=q, co=q)
+    NT, cu, ci, co = seqs.tables(BT, q.device)
+    return seqs.N, NT, dict(cu=cu, ci=ci, co=co)
+
+
+def unused_rows(seqs, T):
+    """Whether rows of T after cu_seqlens[-1] are in no sequence: no kernel writes them,
+    so the tensors with a row per token are allocated zeroed."""
+    return seqs is not None and seqs.total < T
+
+
+def check_args(func, spec, tensors, scale, initial_state, output_final_state, opts=None):
+    """Shapes, dtypes and devices; with ``opts`` FLA's cu_seqlens (sequences): then the
+    offsets are read to the host (a synchronisation) unless cu_seqlens_cpu is given.
+    Returns the contiguous tensors, the scale, the initial state and the Sequences
+    (None without cu_seqlens)."""
     named = dict(zip([n for n, _ in spec], tensors))
     for name, t in named.items():
         if not isinstance(t, torch.Tensor):
@@ -560,12 +645,15 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state):
     if q.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         _fail(func, "tensors are on the CPU; Triton kernels need a GPU, or TRITON_INTERPRET=1 "
                     "set before triton is imported (the interpreter, slow)")
+    seqs = sequences(func, opts or {}, q)
+    N = B if seqs is None else seqs.N
     if initial_state is not None:
         if not isinstance(initial_state, torch.Tensor):
             _fail(func, f"initial_state must be a torch.Tensor or None, got {type(initial_state).__name__}")
-        if tuple(initial_state.shape) != (B, HV, K, V):
-            _fail(func, f"initial_state must be {'[B, HV, K, V]' if HV != H else '[B, H, K, V]'} = "
-                        f"{[B, HV, K, V]}, got {list(initial_state.shape)}")
+        if tuple(initial_state.shape) != (N, HV, K, V):
+            rows = "B" if seqs is None else "N (the sequences of cu_seqlens)"
+            _fail(func, f"initial_state must be [{rows}, {'HV' if HV != H else 'H'}, K, V] = "
+                        f"{[N, HV, K, V]}, got {list(initial_state.shape)}")
         if initial_state.dtype != torch.float32:
             _fail(func, f"initial_state must be float32, got {initial_state.dtype}")
         if initial_state.device != q.device:
@@ -578,7 +666,7 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state):
     if not isinstance(output_final_state, bool):
         _fail(func, f"output_final_state must be a bool, got {type(output_final_state).__name__}")
     # non-contiguous inputs are copied to contiguous ones (the kernels index densely)
-    return tuple(t.contiguous() for t in tensors), float(scale), initial_state
+    return tuple(t.contiguous() for t in tensors), float(scale), initial_state, seqs
 
 
 def explains_resources(func, stage):
@@ -609,9 +697,10 @@ def needs_grad(tensors, initial_state):
     return any(t.requires_grad for t in tensors) or (initial_state is not None and initial_state.requires_grad)
 
 
-def check_grads(func, q, v, do, dht):
+def check_grads(func, q, v, do, dht, seqs=None):
     """The incoming gradients of (o, final_state): shapes, dtypes and devices, named."""
     B, T, _, K = q.shape
+    B = B if seqs is None else seqs.N       # the final state: one per sequence
     H, V = v.shape[2], v.shape[-1]
     if do is None:      # only the final state was used
         do = torch.zeros_like(v)
@@ -623,7 +712,8 @@ def check_grads(func, q, v, do, dht):
         _fail(func, f"the gradient of o is on {do.device} but o is on {v.device}")
     if dht is not None:
         if tuple(dht.shape) != (B, H, K, V):
-            _fail(func, f"the gradient of the final state must be [B, H, K, V] = {[B, H, K, V]}, "
+            _fail(func, f"the gradient of the final state must be [{'B' if seqs is None else 'N'}, H, K, V] = "
+                        f"{[B, H, K, V]}, "
                         f"got {list(dht.shape)}")
         if dht.dtype != torch.float32:
             _fail(func, f"the gradient of the final state must be float32 (the state's dtype), got {dht.dtype}")

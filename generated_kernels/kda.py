@@ -15,7 +15,7 @@ import triton.language as tl
 from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
     check_args, check_grads, check_keywords, effective_tiling, explains_resources, input_options, kernel_types,
-    needs_grad, refuse_grad, state_layout_in, state_layout_out)
+    needs_grad, refuse_grad, sequence_tables, state_layout_in, state_layout_out, unused_rows)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
@@ -35,9 +35,10 @@ FLA_KEYWORDS = (('use_qk_l2norm_in_kernel', False, 'L2-normalising q and k insid
         ('disable_recompute', False, 'storing forward intermediates instead of recomputing them', ()),
         ('return_intermediate_states', False, 'returning the chunk states as well', ()),
         ('state_v_first', False, 'states laid out [N, H, V, K]', (True,)),
-        ('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)', ()),
-        ('cu_seqlens_cpu', None, 'a host copy of cu_seqlens', ()), ('cp_context', None, 'context parallelism', ()),
-        ('use_graph', False, 'Ascend graph mode', ()), ('max_num_seqs', None, "Ascend graph mode's sequence bound", ()),
+        ('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)', ('tensor',)),
+        ('cu_seqlens_cpu', None, 'a host copy of cu_seqlens', ('tensor',)),
+        ('cp_context', None, 'context parallelism', ()), ('use_graph', False, 'Ascend graph mode', ()),
+        ('max_num_seqs', None, "Ascend graph mode's sequence bound", ()),
         ('transpose_state_layout', False, 'the deprecated name of state_v_first', (True,)),
         ('A_log', None, "the in-kernel gate's A_log", ('tensor',)),
         ('dt_bias', None, "the in-kernel gate's dt_bias", ('tensor',)),
@@ -48,15 +49,23 @@ FP32_TILES = ["At", "Gamma"]
 
 @triton.jit(do_not_specialize=["T"])
 def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, scale, T,
-                  H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                  H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     i_hq = i_h // (H // HQ)
-    bos = i_b.to(tl.int64) * T
+    if VARLEN:
+        i_c = i_t.to(tl.int64)
+        i_n = tl.load(ci + i_t * 2)
+        i_t = tl.load(ci + i_t * 2 + 1)
+        bos = tl.load(cu + i_n).to(tl.int64)
+        T = tl.load(cu + i_n + 1) - tl.load(cu + i_n)
+    else:
+        bos = i_b.to(tl.int64) * T
+        i_c = i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
     o_v = 0 * BV + tl.arange(0, BV)
@@ -121,14 +130,21 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, scale, T,
 # computed for all chunks in parallel
 @triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
 def _state_kernel(k, in_Gamma, in_W, in_U, h, h0, ht, scale, T,
-                  H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                  H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, use_h0, store_ht):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr, use_h0,
+                          store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     i_hq = i_h // (H // HQ)
-    bos = i_b.to(tl.int64) * T
+    if VARLEN:
+        bos = tl.load(cu + i_b).to(tl.int64)
+        T = tl.load(cu + i_b + 1) - tl.load(cu + i_b)
+        boh = tl.load(co + i_b).to(tl.int64)
+    else:
+        bos = i_b.to(tl.int64) * T
+        boh = i_b.to(tl.int64) * tl.cdiv(T, BT)
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
     o_v = i_v * BV + tl.arange(0, BV)
@@ -148,7 +164,7 @@ def _state_kernel(k, in_Gamma, in_W, in_U, h, h0, ht, scale, T,
         n_r = tl.minimum(T - i_t * BT, BT)
         m_last = (o_t == n_r - 1)[:, None]
         m_mid = (o_t == n_r // 2)[:, None]
-        tl.store(h + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_s.to(h.dtype.element_ty), mask=m_s)
+        tl.store(h + ((boh + i_t) * H + i_h) * K * V + p_s, b_s.to(h.dtype.element_ty), mask=m_s)
         b_K = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
                 other=0.)
         b_Gamma_log = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :],
@@ -181,15 +197,23 @@ def _state_kernel(k, in_Gamma, in_W, in_U, h, h0, ht, scale, T,
 
 @triton.jit(do_not_specialize=["T"])
 def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
-                H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr):
+                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     i_hq = i_h // (H // HQ)
-    bos = i_b.to(tl.int64) * T
+    if VARLEN:
+        i_c = i_t.to(tl.int64)
+        i_n = tl.load(ci + i_t * 2)
+        i_t = tl.load(ci + i_t * 2 + 1)
+        bos = tl.load(cu + i_n).to(tl.int64)
+        T = tl.load(cu + i_n + 1) - tl.load(cu + i_n)
+    else:
+        bos = i_b.to(tl.int64) * T
+        i_c = i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
     o_v = i_v * BV + tl.arange(0, BV)
@@ -203,7 +227,7 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
-    b_s = tl.load(h + ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
+    b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
@@ -244,15 +268,24 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
 # intra-chunk part of delta U): the sequential loop below keeps only what reads delta S
 @triton.jit(do_not_specialize=["T"])
 def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
-                       H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                       H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                        BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                        DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                       PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, BVF: tl.constexpr):
+                       PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
+                               BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); BVF: the padded V of the tiles written
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     i_hq = i_h // (H // HQ)
-    bos = i_b.to(tl.int64) * T
+    if VARLEN:
+        i_c = i_t.to(tl.int64)
+        i_n = tl.load(ci + i_t * 2)
+        i_t = tl.load(ci + i_t * 2 + 1)
+        bos = tl.load(cu + i_n).to(tl.int64)
+        T = tl.load(cu + i_n + 1) - tl.load(cu + i_n)
+    else:
+        bos = i_b.to(tl.int64) * T
+        i_c = i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
     o_v = i_v * BV + tl.arange(0, BV)
@@ -266,7 +299,7 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
-    p_c = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    p_c = i_c * H + i_h
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -299,14 +332,21 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
 # gradient to dh0.  V-blocked like the state scan.
 @triton.jit(do_not_specialize=["T", "use_dht"])
 def _dstateh_kernel(q, k, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
-                    H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, BVF: tl.constexpr, use_dht):
+                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
+                            BVF: tl.constexpr, use_dht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     i_hq = i_h // (H // HQ)
-    bos = i_b.to(tl.int64) * T
+    if VARLEN:
+        bos = tl.load(cu + i_b).to(tl.int64)
+        T = tl.load(cu + i_b + 1) - tl.load(cu + i_b)
+        boh = tl.load(co + i_b).to(tl.int64)
+    else:
+        bos = i_b.to(tl.int64) * T
+        boh = i_b.to(tl.int64) * tl.cdiv(T, BT)
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
     o_v = i_v * BV + tl.arange(0, BV)
@@ -327,8 +367,8 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
         n_r = tl.minimum(T - i_t * BT, BT)
         m_last = (o_t == n_r - 1)[:, None]
         m_mid = (o_t == n_r // 2)[:, None]
-        tl.store(dh + ((i_b.to(tl.int64) * NT + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
-        p_c = (i_b * NT + i_t).to(tl.int64) * H + i_h
+        tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
+        p_c = (boh + i_t) * H + i_h
         b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
                 other=0.)
         b_Q = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
@@ -378,15 +418,24 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
 @triton.jit(do_not_specialize=["T", "NCH"])
 def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_W, in_U, r_hr0, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5, w_vr6,
         h, dh, d_v, scale, T, NCH,
-                   H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
+                           BKF: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     i_hq = i_h // (H // HQ)
-    bos = i_b.to(tl.int64) * T
+    if VARLEN:
+        i_c = i_t.to(tl.int64)
+        i_n = tl.load(ci + i_t * 2)
+        i_t = tl.load(ci + i_t * 2 + 1)
+        bos = tl.load(cu + i_n).to(tl.int64)
+        T = tl.load(cu + i_n + 1) - tl.load(cu + i_n)
+    else:
+        bos = i_b.to(tl.int64) * T
+        i_c = i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
     o_v = i_v * BV + tl.arange(0, BV)
@@ -401,10 +450,10 @@ def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_W, in_U, r_hr0, w_vr0, w_
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
-    p_hs = ((i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t) * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
+    p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
-    p_c = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    p_c = i_c * H + i_h
     b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
@@ -483,15 +532,24 @@ def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_W, in_U, r_hr0, w_vr0, w_
 # without a K dimension); the KB kernel, blocked over K, the gradients with one from them
 @triton.jit(do_not_specialize=["T", "NCH"])
 def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta, scale, T, NCH,
-                   H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
+                           NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     i_hq = i_h // (H // HQ)
-    bos = i_b.to(tl.int64) * T
+    if VARLEN:
+        i_c = i_t.to(tl.int64)
+        i_n = tl.load(ci + i_t * 2)
+        i_t = tl.load(ci + i_t * 2 + 1)
+        bos = tl.load(cu + i_n).to(tl.int64)
+        T = tl.load(cu + i_n + 1) - tl.load(cu + i_n)
+    else:
+        bos = i_b.to(tl.int64) * T
+        i_c = i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t
     o_t = tl.arange(0, BT)
     o_k = tl.arange(0, BK)
     o_v = 0 * BV + tl.arange(0, BV)
@@ -505,7 +563,7 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
-    p_c = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    p_c = i_c * H + i_h
     b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
@@ -572,15 +630,24 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
 
 @triton.jit(do_not_specialize=["T", "NCH"])
 def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, scale, T, NCH,
-                    H, HQ, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, NV: tl.constexpr, BKF: tl.constexpr):
+                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
+                            NV: tl.constexpr, BKF: tl.constexpr):
     # one program per (K block of BK, chunk, batch*head); BKF: the padded K of the tiles in memory
     i_k, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     i_hq = i_h // (H // HQ)
-    bos = i_b.to(tl.int64) * T
+    if VARLEN:
+        i_c = i_t.to(tl.int64)
+        i_n = tl.load(ci + i_t * 2)
+        i_t = tl.load(ci + i_t * 2 + 1)
+        bos = tl.load(cu + i_n).to(tl.int64)
+        T = tl.load(cu + i_n + 1) - tl.load(cu + i_n)
+    else:
+        bos = i_b.to(tl.int64) * T
+        i_c = i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t
     o_t = tl.arange(0, BT)
     o_k = i_k * BK + tl.arange(0, BK)
     o_v = 0 * BV + tl.arange(0, BV)
@@ -594,7 +661,7 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
-    p_c = (i_b * tl.cdiv(T, BT) + i_t).to(tl.int64) * H + i_h
+    p_c = i_c * H + i_h
     b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
@@ -704,14 +771,14 @@ def tiling_override(**changes):
         TILING = saved
 
 
-def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
+def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False):
     """Every kernel's launch for inputs of ``dtype`` on ``device`` with head sizes K and V,
     under ``tiling`` (default: the TILING in force): a Launches.  The launch code below
     takes its constexprs, warps and stages from here alone, and
     benchmarks/compile_check.py compiles each kernel with them."""
     til = effective_tiling(TILING if tiling is None else tiling, dtype, K, V)
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV)
-    dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV)
+    dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV, VARLEN=varlen)
     types = kernel_types(dtype, device, til.forward_dots)
     scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
     tune = autotuning(til, torch.device(device))
@@ -739,32 +806,36 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None):
 
 
 @explains_resources("chunk_kda", "forward")
-def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=None, keep=False):
+def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=None, keep=False, seqs=None):
     """(o, final state), and with ``keep`` a third item: the tiles the backward would
     otherwise recompute (the intra kernel's and the chunk states h)."""
     B, T, HQ, K = q.shape
     H, V = v.shape[2], v.shape[-1]     # value heads: every tile but q's and k's is per value head
-    spec = launch_specs(q.dtype, q.device, K, V, chunk_size)
+    spec = launch_specs(q.dtype, q.device, K, V, chunk_size, varlen=seqs is not None)
     BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
+    # NS states (batch rows, or sequences with cu_seqlens), NT chunks per batch row (B = 1
+    # with cu_seqlens: all of them); sq: the sequence tables the kernels read
+    NS, NT, sq = sequence_tables(seqs, B, T, BT, q)
+    # rows after cu_seqlens[-1] are in no sequence: their outputs and gradients are 0
+    empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
-                                              H=H, HQ=HQ, **spec["_intra_kernel"].kwargs)
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
+                                              H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
-    o = torch.empty_like(v)
-    ht = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
+    o = empty_like(v)
+    ht = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
     h0 = initial_state if initial_state is not None else o
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
-    NT = triton.cdiv(T, BT)
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, Gamma, W, U, h, h0, ht,
+    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](k, Gamma, W, U, h, h0, ht,
             scale, T,
-                                              H=H, HQ=HQ, **flags, **spec["_state_kernel"].kwargs)
+                                              H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
     spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, Gamma, W, U, h, o, scale,
             T,
-                                                H=H, HQ=HQ, **spec["_out_kernel"].kwargs)
+                                                H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
         kept = dict(Gamma=Gamma, At=At, W=W, U=U, h=h)
         return o, (ht if output_final_state else None), kept
@@ -772,38 +843,42 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
 
 
 
-def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None):
+def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None, seqs=None):
     """delta S_[t]^C of every chunk ([B, NT, H, K, V]) and the initial state's gradient
     ([B, H, K, V]), both fp32, for L = <do, o> + <dht, final state>; the first stage of
     the backward (internal; the tests read it on its own)."""
     B, T, HQ, K = q.shape
     H, V = v.shape[2], v.shape[-1]     # value heads: every tile but q's and k's is per value head
-    spec = launch_specs(q.dtype, q.device, K, V, chunk_size)
+    spec = launch_specs(q.dtype, q.device, K, V, chunk_size, varlen=seqs is not None)
     BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
+    # NS states (batch rows, or sequences with cu_seqlens), NT chunks per batch row (B = 1
+    # with cu_seqlens: all of them); sq: the sequence tables the kernels read
+    NS, NT, sq = sequence_tables(seqs, B, T, BT, q)
+    # rows after cu_seqlens[-1] are in no sequence: their outputs and gradients are 0
+    empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
-                                              H=H, HQ=HQ, **spec["_intra_kernel"].kwargs)
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
+                                              H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
-    NT = triton.cdiv(T, BT)
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
-    dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
+    dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
     spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
-                                                        H=H, HQ=HQ, **spec["_dstate_pre_kernel"].kwargs)
-    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, r_hr0, dh,
+                                                        H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
+    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, k, do, Gamma, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
-                                                H=H, HQ=HQ, use_dht=int(dht is not None),
+                                                H=H, HQ=HQ, **sq, use_dht=int(dht is not None),
                                                         **spec["_dstateh_kernel"].kwargs)
 
     return dh, dh0
 
 
 @explains_resources("chunk_kda", "backward")
-def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=None, kept=None):
+def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=None, kept=None, seqs=None):
     """Every argument's gradient and the initial state's, for L = <do, o> + <dht, final
     state> (dht may be None): the forward state scan (h), the reverse scan (dh) and the
     per-chunk gradient kernels.  ``kept``: the forward's tiles (_forward(keep=True)); the
@@ -811,40 +886,43 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     calls it."""
     B, T, HQ, K = q.shape
     H, V = v.shape[2], v.shape[-1]     # value heads: every tile but q's and k's is per value head
-    spec = launch_specs(q.dtype, q.device, K, V, chunk_size)
+    spec = launch_specs(q.dtype, q.device, K, V, chunk_size, varlen=seqs is not None)
     BT, BK, BV_full, BV = spec.BT, spec.BK, spec.BV_full, spec.BV
+    # NS states (batch rows, or sequences with cu_seqlens), NT chunks per batch row (B = 1
+    # with cu_seqlens: all of them); sq: the sequence tables the kernels read
+    NS, NT, sq = sequence_tables(seqs, B, T, BT, q)
+    # rows after cu_seqlens[-1] are in no sequence: their outputs and gradients are 0
+    empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
     if kept is None:
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-        spec["_intra_kernel"].on(_intra_kernel)[(triton.cdiv(T, BT), B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
-                                                  H=H, HQ=HQ, **spec["_intra_kernel"].kwargs)
+        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
+                                                  H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
-        NT = triton.cdiv(T, BT)
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), B * H)](k, Gamma, W, U, h, h0, v,
+        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](k, Gamma, W, U, h, h0, v,
                 scale, T,
-                                                  H=H, HQ=HQ, use_h0=int(initial_state is not None), store_ht=0,
+                                                  H=H, HQ=HQ, **sq, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
     else:
-        NT = triton.cdiv(T, BT)
         h = kept["h"]
         Gamma = kept["Gamma"]
         At = kept["At"]
         W = kept["W"]
         U = kept["U"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
-    dh0 = torch.empty(B, H, K, V, dtype=torch.float32, device=q.device)
+    dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
     spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
-                                                        H=H, HQ=HQ, **spec["_dstate_pre_kernel"].kwargs)
-    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), B * H)](q, k, do, Gamma, W, r_hr0, dh,
+                                                        H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
+    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, k, do, Gamma, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
-                                                H=H, HQ=HQ, use_dht=int(dht is not None),
+                                                H=H, HQ=HQ, **sq, use_dht=int(dht is not None),
                                                         **spec["_dstateh_kernel"].kwargs)
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
@@ -857,23 +935,23 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     r_vr6 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32, device=q.device)
 
     # per value head, in fp32, then summed over each query/key head's group
-    d_q = torch.empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
+    d_q = empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
     # per value head, in fp32, then summed over each query/key head's group
-    d_k = torch.empty(B, T, H, K, dtype=torch.float32 if H != HQ else k.dtype, device=q.device)
-    d_v = torch.empty_like(v)
-    d_g = torch.empty_like(g)
-    d_beta = torch.empty_like(beta)
+    d_k = empty(B, T, H, K, dtype=torch.float32 if H != HQ else k.dtype, device=q.device)
+    d_v = empty_like(v)
+    d_g = empty_like(g)
+    d_beta = empty_like(beta)
     spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](k, v, beta, do, Gamma, At, W, U, r_hr0, r_vr0, r_vr1,
             r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, h, dh, d_v, scale, T, NCH,
-                                   H=H, HQ=HQ, **spec["_dgradv_kernel"].kwargs)
+                                   H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     r_dXt = torch.empty(B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
 
     spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, beta, Gamma, At, r_vr2, r_vr3, r_vr6, r_dXt, d_beta,
             scale, T, NCH,
-                               H=H, HQ=HQ, **spec["_dgradc_kernel"].kwargs)
+                               H=H, HQ=HQ, **sq, **spec["_dgradc_kernel"].kwargs)
     spec["_dgradkb_kernel"].on(_dgradkb_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, beta, Gamma, At, r_vr0,
             r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, scale, T, NCH,
-                                                       H=H, HQ=HQ, **spec["_dgradkb_kernel"].kwargs)
+                                                       H=H, HQ=HQ, **sq, **spec["_dgradkb_kernel"].kwargs)
     if H != HQ:
         d_q = d_q.view(B, T, HQ, H // HQ, K).sum(3).to(q.dtype)
     if H != HQ:
@@ -888,11 +966,12 @@ class _Chunk(torch.autograd.Function):
     them from the saved inputs."""
 
     @staticmethod
-    def forward(ctx, q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=None):
+    def forward(ctx, q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=None,
+                seqs=None):
         keep = TILING.keep_forward
         o, ht, *kept = _forward(q, k, v, g, beta, scale, initial_state, output_final_state,
-                                chunk_size=chunk_size, keep=keep)
-        ctx.chunk_size = chunk_size
+                                chunk_size=chunk_size, keep=keep, seqs=seqs)
+        ctx.chunk_size, ctx.seqs = chunk_size, seqs
         kept = kept[0] if kept else None
         ctx.kept = list(kept) if kept else []
         ctx.save_for_backward(q, k, v, g, beta, initial_state, *(kept.values() if kept else ()))
@@ -902,11 +981,12 @@ class _Chunk(torch.autograd.Function):
     @staticmethod
     def backward(ctx, do, dht):
         q, k, v, g, beta, initial_state, *kept = ctx.saved_tensors
-        do, dht = check_grads("chunk_kda", q, v, do, dht)
+        do, dht = check_grads("chunk_kda", q, v, do, dht, ctx.seqs)
         g = _backward(q, k, v, g, beta, do, dht, ctx.scale, initial_state=initial_state,
-                      chunk_size=ctx.chunk_size, kept=dict(zip(ctx.kept, kept)) if ctx.kept else None)
+                      chunk_size=ctx.chunk_size, kept=dict(zip(ctx.kept, kept)) if ctx.kept else None,
+                      seqs=ctx.seqs)
         return (g["q"], g["k"], g["v"], g["g"], g["beta"], None,
-                g["initial_state"] if initial_state is not None else None, None, None)
+                g["initial_state"] if initial_state is not None else None, None, None, None)
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False, **kwargs):
@@ -925,11 +1005,13 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
                           FLA_KEYWORDS, kwargs)
     chunk_size = opts.get("chunk_size")
     initial_state, v_first = state_layout_in("chunk_kda", initial_state, opts)
-    (q, k, v, g, beta), scale, initial_state = check_args(
-        "chunk_kda", ARGS, (q, k, v, g, beta), scale, initial_state, output_final_state)
+    (q, k, v, g, beta), scale, initial_state, seqs = check_args(
+        "chunk_kda", ARGS, (q, k, v, g, beta), scale, initial_state, output_final_state, opts)
     q, k, v, g, beta, = input_options("chunk_kda", ARGS, (q, k, v, g, beta), opts)
     if needs_grad((q, k, v, g, beta), initial_state):
-        o, ht = _Chunk.apply(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size)
+        o, ht = _Chunk.apply(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size,
+                             seqs)
     else:
-        o, ht = _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=chunk_size)
+        o, ht = _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size=chunk_size,
+                         seqs=seqs)
     return o, state_layout_out(ht, v_first)

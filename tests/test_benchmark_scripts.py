@@ -218,7 +218,7 @@ def test_cpu_grad_accuracy_bench_inputs_are_the_benchmarks_slice():
 
 
 def test_shell_scripts_parse_and_name_existing_entry_points():
-    for sh in ("gpu_run.sh", "gpu_campaign.sh", "sweep.sh", "tcache.sh"):
+    for sh in ("gpu_run.sh", "gpu_campaign.sh", "gpu_varlen.sh", "sweep.sh", "tcache.sh"):
         path = os.path.join(ROOT, "benchmarks", sh)
         assert subprocess.run(["bash", "-n", path]).returncode == 0, sh
         text = open(path).read()
@@ -270,3 +270,15 @@ def test_interp_rounding_patches_casts_and_tf32_products_and_undoes_them(bench_p
     assert not torch.allclose(d.double(), x.double() @ x.double(), rtol=1e-6, atol=1e-6)
     k[(1,)](x, y, d, N=16)              # undone: the interpreter's own products again
     assert torch.allclose(d.double(), x.double() @ x.double(), rtol=1e-5, atol=1e-5)
+
+
+def test_varlen_vs_fixed_runs_under_the_interpreter(tmp_path):
+    # the GPU benchmark of packed sequences against a fixed-length batch, at a tiny shape
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "varlen_vs_fixed.py"), "--device", "cpu",
+                        "--variant", "retention", "--shape", "3,20,1,16", "--out", str(tmp_path)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    rows = json.load(open(tmp_path / "varlen.json"))["rows"]
+    assert [(x["layout"], x["mode"]) for x in rows] == [(lay, m) for lay in ("fixed", "equal", "uneven")
+                                                        for m in ("fwd", "fwd+bwd")]
+    assert rows[2]["max_abs_diff"] == 0.0 and rows[4]["lens"] == [5, 15, 40]

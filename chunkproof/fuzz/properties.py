@@ -323,8 +323,45 @@ def l2norm_in_kernel(ex):
     return _same_call(ex, inside, outside, raw, "use_qk_l2norm_in_kernel vs normalising first")
 
 
+def _packed(xs, lens, tail):
+    """[B, T, ...] rows b cut to lens[b] tokens, packed along T (B = 1), then ``tail`` rows
+    (row 0's first ones) that no sequence holds."""
+    return torch.cat([xs[b:b + 1, :n] for b, n in enumerate(lens)] + [xs[:1, :tail]], dim=1)
+
+
+def packed_sequences(ex):
+    # the example's B rows cut to lengths of their own (T, T - p, T - 2p, ... mod T) and
+    # packed along T (B = 1, cu_seqlens, 3 rows after the last sequence) equals a loop of
+    # calls, one per sequence, forward and backward; the rows after the last are 0
+    args, _, state = ex.inputs()
+    timed = per_token(ex)
+    B, T = ex.B, ex.T
+    p = ex.split or 1
+    lens = [T - (b * p) % T for b in range(B)]
+    tail = min(3, T)
+    cu = torch.tensor([0] + [sum(lens[:b + 1]) for b in range(B)], dtype=torch.int32, device=ex.device)
+    do, dht = cotangents(ex)
+    packed = [_packed(a, lens, tail) if t else a for a, t in zip(args, timed)]
+    got = run_grad(ex, packed, state, _packed(do, lens, tail), dht, cu_seqlens=cu)
+    runs = [run_grad(ex, [a[b:b + 1, :n] if t else a for a, t in zip(args, timed)],
+                     None if state is None else state[b:b + 1], do[b:b + 1, :n], dht[b:b + 1])
+            for b, n in enumerate(lens)]
+    zeros = lambda x: torch.zeros_like(x[:, :tail])  # noqa: E731
+    o = torch.cat([r[0] for r in runs] + [zeros(runs[0][0])], dim=1)
+    ht = torch.cat([r[1] for r in runs]) if ex.fs else None
+    grads = {}
+    for n, t in zip(names(ex) + ["initial_state"], timed + [False]):
+        if n not in got[2]:
+            continue
+        parts = [r[2][n] for r in runs]
+        grads[n] = torch.cat(parts + [zeros(parts[0])], dim=1) if t else \
+            torch.cat(parts) if n == "initial_state" else sum(parts)
+    return _same_call(ex, got, (o, ht, grads), packed,
+                      f"sequences of {lens} packed (and {tail} rows after them) vs a loop of calls")
+
+
 PROPERTIES = {f.__name__: f for f in (matches_fp64, extreme_gates, causality, split_sequence, poisoned_outputs,
-                                      grouped_heads, l2norm_in_kernel)}
+                                      grouped_heads, l2norm_in_kernel, packed_sequences)}
 
 
 def _has_keyword(variant, name):

@@ -22,7 +22,7 @@ SPACES = {
 }
 HEAD_DIMS = (16, 32, 64, 128)       # drawn more often than their share: FLA's usual sizes
 EXTREME_GATES = ("near0", "strong", "underflow")
-SPLIT_PROPS = ("causality", "split_sequence")
+SPLIT_PROPS = ("causality", "split_sequence", "packed_sequences")
 SEEDS = 2 ** 32 - 1
 
 
