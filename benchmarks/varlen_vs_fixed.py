@@ -110,21 +110,21 @@ def main(argv=None):
         os.environ["TRITON_INTERPRET"] = "1"
     elif not torch.cuda.is_available():
         return A.fail(PROG, "no CUDA device here; --device cpu runs the interpreter")
+    meta = dict(device=torch.cuda.get_device_name() if device == "cuda" else "cpu (interpreter: times mean nothing)",
+                torch=torch.__version__, triton=__import__("triton").__version__,
+                date=datetime.date.today().isoformat())
     rows = []
     for v in variants:
         for s in shapes:
             rows += measure(v, s, device)
             print(table([r for r in rows if r["variant"] == v and (r["B"], r["T"], r["H"], r["D"]) == s]),
                   flush=True)
-    meta = dict(device=torch.cuda.get_device_name() if device == "cuda" else "cpu (interpreter: times mean nothing)",
-                torch=torch.__version__, triton=__import__("triton").__version__,
-                date=datetime.date.today().isoformat())
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "varlen.json"), "w") as f:
-            json.dump(dict(meta=meta, rows=rows), f, indent=1)
-        with open(os.path.join(a.out, "varlen.md"), "w") as f:
-            f.write(f"{meta}\n\n{table(rows)}\n")
+            if a.out:      # rewritten whole after every shape: a run cut short keeps what it measured
+                os.makedirs(a.out, exist_ok=True)
+                with open(os.path.join(a.out, "varlen.json"), "w") as f:
+                    json.dump(dict(meta=meta, rows=rows), f, indent=1)
+                with open(os.path.join(a.out, "varlen.md"), "w") as f:
+                    f.write(f"{meta}\n\n{table(rows)}\n")
     return 0
 
 

@@ -141,3 +141,18 @@ def test_shapes_that_do_not_fit_the_sequences_are_named():
     q, v = args[0], args[2]
     with pytest.raises(ValueError, match=r"gradient of the final state must be \[N, H, K, V\] = \[2, 2, 16, 16\]"):
         check_grads("chunk_gla", q, v, torch.zeros_like(v), torch.zeros(1, H, K, V), Sequences("chunk_gla", [0, 4, 6]))
+
+
+def test_an_offsets_tensor_is_read_once_until_it_changes():
+    # reading cu_seqlens synchronises with the GPU: a model's layers share one tensor
+    from chunkproof.kernels._runtime import sequences
+    q = torch.zeros(1, 49, H, K)
+    cu = _cu(LENS)
+    first = sequences("chunk_gla", dict(cu_seqlens=cu), q)
+    assert sequences("chunk_gla", dict(cu_seqlens=cu), q) is first
+    assert sequences("chunk_gla", dict(cu_seqlens=_cu(LENS)), q) is not first     # another tensor
+    cu[2] += 1                                                                   # changed in place
+    again = sequences("chunk_gla", dict(cu_seqlens=cu), q)
+    assert again is not first and again.offsets == [0, 7, 8, 47, 49]
+    with pytest.raises(ValueError, match=r"end at most at T = 40"):            # checked against each T
+        sequences("chunk_gla", dict(cu_seqlens=cu), q[:, :40])
