@@ -121,8 +121,10 @@ def check_variant(v, mod, args):
     """Compile (or with --list, describe) each kernel with its module's launch; the
     number of kernels that failed."""
     spec = mod.launch_specs(TORCH_DTYPES[args.dtype], torch.device("cuda"), args.K, args.V)
+    launches = list(spec.kernels.values()) + [mod.recurrent_spec(TORCH_DTYPES[args.dtype], torch.device("cuda"),
+                                                                  args.K, args.V)]
     bad = 0
-    for launch in spec.kernels.values():
+    for launch in launches:
         if args.kernels and launch.kernel not in args.kernels.split(","):
             continue
         fn = getattr(mod, launch.kernel)

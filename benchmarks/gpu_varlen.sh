@@ -13,7 +13,7 @@ T0=$SECONDS
 LIMIT="${LIMIT:-570}"
 k="${TESTS_K:-grouped_heads or packed_sequences or l2norm_in_kernel or gpu_fp32 or gpu_16bit}"
 timeout "${TESTS_S:-330}" python3 -m pytest -o addopts= -m gpu -q -p no:cacheprovider -n "${WORKERS:-8}" -k "$k" \
-    tests/test_kernels.py \
+    tests/test_kernels.py tests/test_recurrent.py \
     tests/test_fuzz.py > "$OUT/pytest_gpu.txt" 2>&1; echo "pytest rc=$? at $((SECONDS - T0)) s" >> "$OUT/pytest_gpu.txt"
 left=$((LIMIT - (SECONDS - T0) - 10))
 variants="${VARIANTS:-all}"

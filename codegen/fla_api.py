@@ -87,8 +87,27 @@ def grouped(name: str, kind: str) -> bool:
 EVERY = (CU_SEQLENS, CU_SEQLENS_CPU)
 
 
+REVERSE = _k("reverse", False, "the recurrence run from the last token to the first")
+# a chunk function's keywords that have no meaning token by token
+_CHUNK_ONLY = ("chunk_size", "chunk_indices", "disable_recompute", "return_intermediate_states")
+
+
+def recurrent_name(func: str) -> str:
+    """The recurrent form's name: FLA's fused_recurrent_<op> for chunk_<op>."""
+    return "fused_recurrent_" + (func[len("chunk_"):] if func.startswith("chunk_") else func)
+
+
+def recurrent_keywords(chunk_func: str) -> Tuple[Keyword, ...]:
+    """The recurrent form's keywords: its chunk function's, less the chunk-only ones,
+    and FLA's reverse (refused)."""
+    return tuple(k for k in keywords(chunk_func) if k.name not in _CHUNK_ONLY) + (REVERSE,)
+
+
 def keywords(func: str) -> Tuple[Keyword, ...]:
-    """FLA's keywords of ``func``; for a function FLA does not have, EVERY."""
+    """FLA's keywords of ``func`` (a chunk function, or its recurrent form); for a
+    function FLA does not have, EVERY."""
+    if func.startswith("fused_recurrent_") and func not in KEYWORDS:
+        return recurrent_keywords("chunk_" + func[len("fused_recurrent_"):])
     return KEYWORDS.get(func, EVERY)
 
 

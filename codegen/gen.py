@@ -8,7 +8,7 @@ from typing import Dict, List, Optional
 
 import jinja2
 
-from . import backward_pick, emit, fla_api, precision, wrap
+from . import backward_pick, emit, fla_api, precision, recurrent, wrap
 from .plan import backward_claims, build, load_variant
 from .printer import CodegenError
 from .tiling import Tiling
@@ -74,6 +74,8 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         out=plan.program.output, state=plan.program.state,
         arg_names=[a.name for a in v.args],
         args_spec=repr(tuple((a.name, a.kind) for a in v.args)), fla_keywords=fla_api.literal(v.func),
+        rfunc=fla_api.recurrent_name(v.func), recurrent_keywords=fla_api.literal(fla_api.recurrent_name(v.func)),
+        rec=recurrent.kernel(v, plan),
         grouped=[a.name for a in v.args if fla_api.grouped(a.name, a.kind)],
         shapes_doc=", ".join(f"{a.name} {_SHAPE_DOC[a.kind]}" for a in v.args),
     )
@@ -162,7 +164,8 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
         raise StalePrecision(f"the precision record of {', '.join(stale_names)} is missing or was measured on "
                              f"other kernel code (codegen/precision.py)")
     files["_runtime.py"] = runtime
-    files["__init__.py"] = env.get_template("init.py.j2").render(variants=variants)
+    files["__init__.py"] = env.get_template("init.py.j2").render(
+        variants=variants, rfunc={v.func: fla_api.recurrent_name(v.func) for v in variants})
     return files
 
 

@@ -32,6 +32,13 @@ FLA_KEYWORDS = (('cu_seqlens', None, 'variable-length batches (packed sequences,
         ('disable_recompute', False, 'storing forward intermediates instead of recomputing them', ()),
         ('cp_context', None, 'context parallelism', ()), ('lower_bound', None, "the bound of safe_gate's gates", ()),
         ('head_first', False, 'head-first [B, H, T, ...] inputs, removed from FLA', ()))
+# those of fused_recurrent_dplr_delta_rule, the recurrent form (codegen/fla_api.recurrent_keywords)
+RECURRENT_KEYWORDS = (('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)', ('tensor',)),
+        ('cu_seqlens_cpu', None, 'a host copy of cu_seqlens', ('tensor',)),
+        ('safe_gate', False, 'a faster path for gates bounded below by lower_bound', ()),
+        ('cp_context', None, 'context parallelism', ()), ('lower_bound', None, "the bound of safe_gate's gates", ()),
+        ('head_first', False, 'head-first [B, H, T, ...] inputs, removed from FLA', ()),
+        ('reverse', False, 'the recurrence run from the last token to the first', ()))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["E", "Gamma"]
 
@@ -1107,4 +1114,111 @@ def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None, out
     else:
         o, ht = _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_size=chunk_size,
                          seqs=seqs)
+    return o, state_layout_out(ht, v_first)
+
+
+# the recurrent form, token by token, printed from the recurrence's own step program
+# (codegen/recurrent.py): one program per (V block, sequence*head), the state V x K in
+# registers, every value fp32; for decoding (one or a few tokens per call)
+@triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
+def _recurrent_kernel(q, k, v, a, b, gk, o, h0, ht, scale, T, H, HQ, cu,
+                      K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+                      VARLEN: tl.constexpr, use_h0, store_ht):
+    i_v, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
+    if VARLEN:
+        bos = tl.load(cu + i_b).to(tl.int64)
+        T = tl.load(cu + i_b + 1) - tl.load(cu + i_b)
+    else:
+        bos = i_b.to(tl.int64) * T
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_k = o_k < K
+    m_v = o_v < V
+    m_s = m_v[:, None] & m_k[None, :]
+    p_s = o_k[None, :] * V + o_v[:, None]
+    b_s = tl.zeros([BV, BK], dtype=tl.float32)
+    if use_h0 != 0:
+        b_s += tl.load(h0 + i_bh.to(tl.int64) * K * V + p_s, mask=m_s, other=0.)
+    for i_t in range(0, T):
+        row = bos + i_t
+        b_q = tl.load(q + (row * HQ + i_hq) * K + o_k, mask=m_k, other=0.).to(tl.float32) * scale
+        b_k = tl.load(k + (row * HQ + i_hq) * K + o_k, mask=m_k, other=0.).to(tl.float32)
+        b_v = tl.load(v + (row * H + i_h) * V + o_v, mask=m_v, other=0.).to(tl.float32)
+        b_a = tl.load(a + (row * H + i_h) * K + o_k, mask=m_k, other=0.).to(tl.float32)
+        b_b = tl.load(b + (row * H + i_h) * K + o_k, mask=m_k, other=0.).to(tl.float32)
+        b_gk = tl.exp(tl.load(gk + (row * H + i_h) * K + o_k, mask=m_k, other=0.).to(tl.float32))
+        b_r1 = tl.sum(b_s * b_a[None, :], axis=1)
+        b_r2 = (((b_s * b_gk[None, :]) + (b_r1[:, None] * b_b[None, :])) + (b_v[:, None] * b_k[None, :]))
+        b_r3 = tl.sum(b_r2 * b_q[None, :], axis=1)
+        tl.store(o + (row * H + i_h) * V + o_v, b_r3.to(o.dtype.element_ty), mask=m_v)
+        b_s = b_r2
+    if store_ht != 0:
+        tl.store(ht + i_bh.to(tl.int64) * K * V + p_s, b_s, mask=m_s)
+
+
+def recurrent_spec(dtype, device, K, V, varlen=False):
+    """The recurrent kernel's Launch for head sizes K and V (its launch code takes its
+    constexprs, warps and stages from here; benchmarks/compile_check.py compiles it)."""
+    BK, BV_full = max(16, triton.next_power_of_2(K)), max(16, triton.next_power_of_2(V))
+    BV = min(BV_full, max(16, 8192 // BK))      # the state tile: at most 8192 fp32 values
+    return Launch("_recurrent_kernel", dict(K=K, V=V, BK=BK, BV=BV, VARLEN=varlen), 4, 1)
+
+
+def _recurrent_forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, seqs=None):
+    """(o, final state) of the recurrent kernel: the same function as _forward."""
+    B, T, HQ, K = q.shape
+    H, V = v.shape[2], v.shape[-1]
+    spec = recurrent_spec(q.dtype, q.device, K, V, seqs is not None)
+    NS, _, sq = sequence_tables(seqs, B, T, 64, q)
+    # rows after cu_seqlens[-1] are in no sequence: their outputs are 0
+    o = torch.zeros_like(v) if unused_rows(seqs, T) else torch.empty_like(v)
+    ht = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
+    h0 = initial_state if initial_state is not None else o
+    _recurrent_kernel[(triton.cdiv(V, spec.constexprs["BV"]), NS * H)](q, k, v, a, b, gk, o, h0, ht,
+        scale, T, H=H, HQ=HQ, cu=sq["cu"], use_h0=int(initial_state is not None), store_ht=int(output_final_state),
+        **spec.kwargs)
+    return o, (ht if output_final_state else None)
+
+
+class _Recurrent(torch.autograd.Function):
+    """Forward by the recurrent kernel; backward by the chunk kernels' backward (the
+    same function of the same inputs: its gradients)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, a, b, gk, scale, initial_state, output_final_state, seqs=None):
+        o, ht = _recurrent_forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, seqs=seqs)
+        ctx.save_for_backward(q, k, v, a, b, gk, initial_state)
+        ctx.scale, ctx.seqs = scale, seqs
+        return o, ht
+
+    @staticmethod
+    def backward(ctx, do, dht):
+        q, k, v, a, b, gk, initial_state = ctx.saved_tensors
+        do, dht = check_grads("fused_recurrent_dplr_delta_rule", q, v, do, dht, ctx.seqs)
+        g = _backward(q, k, v, a, b, gk, do, dht, ctx.scale, initial_state=initial_state, seqs=ctx.seqs)
+        return (g["q"], g["k"], g["v"], g["a"], g["b"], g["gk"], None,
+                g["initial_state"] if initial_state is not None else None, None, None)
+
+
+def fused_recurrent_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None, output_final_state=False,
+        **kwargs):
+    """S_t = S_{t-1} (Diag(exp gk_t) + a_t b_t^T) + v_t k_t^T,  o_t = S_t q_t
+
+    Token by token (the recurrent kernel, printed from the recurrence; for decoding): the
+    same function, arguments and shapes as chunk_dplr_delta_rule, its keywords RECURRENT_KEYWORDS
+    (docs/fla_api.md).  Gradients by the chunk kernels' backward.
+    """
+    opts = check_keywords("fused_recurrent_dplr_delta_rule", [n for n, _ in ARGS]
+            + ["scale", "initial_state", "output_final_state"],
+                          RECURRENT_KEYWORDS, kwargs)
+    initial_state, v_first = state_layout_in("fused_recurrent_dplr_delta_rule", initial_state, opts)
+    (q, k, v, a, b, gk), scale, initial_state, seqs = check_args(
+        "fused_recurrent_dplr_delta_rule", ARGS, (q, k, v, a, b, gk), scale, initial_state, output_final_state, opts)
+    q, k, v, a, b, gk, = input_options("fused_recurrent_dplr_delta_rule", ARGS, (q, k, v, a, b, gk), opts)
+    if needs_grad((q, k, v, a, b, gk), initial_state):
+        o, ht = _Recurrent.apply(q, k, v, a, b, gk, scale, initial_state, output_final_state, seqs)
+    else:
+        o, ht = _recurrent_forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, seqs=seqs)
     return o, state_layout_out(ht, v_first)

@@ -186,7 +186,9 @@ def test_compile_check_lists_every_kernels_launch(bench_path, capsys, dtype, set
             til = til.for_inputs(dtype == "fp32", False)
         kernels = {k for k in vars(mod) if k.endswith("_kernel")}
         assert {k for w, k in rows if w == v} == kernels
-        for k in kernels:
+        r = rows[v, "_recurrent_kernel"]      # the recurrent form: its own launch (recurrent_spec)
+        assert (r["num_warps"], r["K"], r["V"], r["BK"]) == ("4", "128", "64", "128"), v
+        for k in kernels - {"_recurrent_kernel"}:
             r, family = rows[v, k], _FAMILY[k]
             assert (int(r["num_warps"]), int(r["num_stages"])) == \
                 (getattr(til, family + "_warps"), getattr(til, family + "_stages")), (v, k)

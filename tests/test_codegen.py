@@ -308,7 +308,7 @@ def test_generated_modules_hold_only_the_kernels_they_run(name):
     m = importlib.import_module(f"chunkproof.kernels.{name}")
     bw = emit.backward_stages(*planned(name))
     kernels = {k for k in vars(m) if k.endswith("_kernel")}
-    want = {"_intra_kernel", "_state_kernel", "_out_kernel", "_dgradv_kernel"}
+    want = {"_intra_kernel", "_state_kernel", "_out_kernel", "_dgradv_kernel", "_recurrent_kernel"}
     want |= {"_dstate_kernel"} if bw.reverse else {"_dstate_pre_kernel", "_dstateh_kernel"}
     want |= {"_dgradk_kernel"} if bw.grad_k else {"_dgradc_kernel", "_dgradkb_kernel"}
     assert kernels == want
@@ -387,10 +387,28 @@ def test_launch_code_takes_every_launch_from_launch_specs(name, dtype, K, V, kee
         o, ht = kernel(name)(*leaves[:-1], initial_state=leaves[-1], output_final_state=True)
         torch.autograd.grad((o, ht), leaves, (torch.ones_like(o), torch.ones_like(ht)))
         spec = m.launch_specs(dtype, torch.device("cpu"), K, V)
-    assert {k for k, _ in seen} == set(spec.kernels) == {k for k in vars(m) if k.endswith("_kernel")}
+    assert {k for k, _ in seen} == set(spec.kernels) == \
+        {k for k in vars(m) if k.endswith("_kernel")} - {"_recurrent_kernel"}      # the recurrent form's: below
     if keep:      # the backward does not run the intra kernel and the state scan again
         assert [k for k, _ in seen] == list(spec.kernels)
     for k, kwargs in seen:
         want = spec[k].kwargs
         assert {n: x for n, x in kwargs.items() if n in want} == want, k
         assert set(kwargs) - set(want) <= _RUNTIME_KWARGS, k
+
+
+@pytest.mark.parametrize("name", ["gla", "retention", "rwkv6"])
+def test_the_recurrent_form_takes_its_launch_from_recurrent_spec(name, monkeypatch):
+    import importlib
+    import torch
+    from chunkproof.fuzz.cases import make_inputs
+    m = importlib.import_module(f"chunkproof.kernels.{name}")
+    seen = []
+    monkeypatch.setattr(m, "_recurrent_kernel", _LaunchRecorder("_recurrent_kernel", m._recurrent_kernel, seen))
+    args, _, _ = make_inputs(name, 1, 5, 1, 16, 40, seed=0)
+    getattr(m, "fused_recurrent_" + name)(*args)
+    want = m.recurrent_spec(torch.float32, torch.device("cpu"), 16, 40).kwargs
+    assert [k for k, _ in seen] == ["_recurrent_kernel"]
+    kwargs = seen[0][1]
+    assert {n: x for n, x in kwargs.items() if n in want} == want
+    assert set(kwargs) - set(want) <= _RUNTIME_KWARGS
