@@ -7,7 +7,7 @@ import sys
 from chunkproof.fuzz import DEFAULT_DB, DEFAULT_SAVE
 
 PROPERTY_NAMES = ("matches_fp64", "extreme_gates", "causality", "split_sequence", "poisoned_outputs",
-                  "grouped_heads", "l2norm_in_kernel", "packed_sequences")
+                  "grouped_heads", "l2norm_in_kernel", "packed_sequences", "recurrent_form")
 EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 

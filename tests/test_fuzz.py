@@ -342,6 +342,7 @@ GPU_EXAMPLES = {   # real shapes: T past 2048, a partial chunk, T = 1, K != V
     "grouped_heads": dict(B=1, T=1000, H=2, K=128, V=64, h0=True, seed=1),
     "l2norm_in_kernel": dict(B=2, T=333, H=3, K=128, V=64, h0=True, seed=1),
     "packed_sequences": dict(B=3, T=1000, H=2, K=128, V=64, h0=True, split=333, seed=1),
+    "recurrent_form": dict(B=2, T=300, H=2, K=128, V=64, h0=True, seed=1),
 }
 
 

@@ -117,14 +117,14 @@ def grads_of(outputs, cotans, leaves, h0, arg_names):
     return dict(zip(arg_names + (["initial_state"] if h0 is not None else []), gs))
 
 
-def run_grad(ex: Example, args, state, do, dht, poison=False, seen=None, pre=None, **kw):
-    """(o, final state or None, {name: gradient}) through the public function's autograd;
-    ``pre`` maps the leaves to the call's arguments (gradients are the leaves'), ``kw``
-    goes to the call."""
+def run_grad(ex: Example, args, state, do, dht, poison=False, seen=None, pre=None, fn=None, **kw):
+    """(o, final state or None, {name: gradient}) through the public function's autograd
+    (``fn``: another function of the module, default its chunk function); ``pre`` maps
+    the leaves to the call's arguments (gradients are the leaves'), ``kw`` goes to the call."""
     leaves, h0 = leaves_of(args, state)
     with torch.enable_grad(), _setup(ex.variant, poison, seen):
         call = pre(leaves) if pre else leaves
-        o, ht = kernel(ex.variant)(*call, initial_state=h0, output_final_state=ex.fs, **kw)
+        o, ht = (fn or kernel(ex.variant))(*call, initial_state=h0, output_final_state=ex.fs, **kw)
         grads = grads_of((o, ht), (do, dht), leaves, h0, names(ex))
     return o.detach(), (None if ht is None else ht.detach()), grads
 
@@ -360,8 +360,20 @@ def packed_sequences(ex):
                       f"sequences of {lens} packed (and {tail} rows after them) vs a loop of calls")
 
 
+def recurrent_form(ex):
+    # fused_recurrent_<op> (the recurrent kernel printed from the recurrence, token by
+    # token) equals the chunk function on the same inputs, forward and backward
+    from chunkproof.codegen.fla_api import recurrent_name
+    args, _, state = ex.inputs()
+    do, dht = cotangents(ex)
+    rec = getattr(module(ex.variant), recurrent_name(kernel(ex.variant).__name__))
+    got = run_grad(ex, args, state, do, dht, poison=True, fn=rec)
+    want = run_grad(ex, args, state, do, dht)
+    return _same_call(ex, got, want, args, "the recurrent form vs the chunk function")
+
+
 PROPERTIES = {f.__name__: f for f in (matches_fp64, extreme_gates, causality, split_sequence, poisoned_outputs,
-                                      grouped_heads, l2norm_in_kernel, packed_sequences)}
+                                      grouped_heads, l2norm_in_kernel, packed_sequences, recurrent_form)}
 
 
 def _has_keyword(variant, name):
