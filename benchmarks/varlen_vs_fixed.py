@@ -33,12 +33,8 @@ def uneven(B, T):
     """B lengths summing to B * T, as unlike as a quarter, a half and the rest of T."""
     if B == 1:
         return [T]
-    lens = [max(1, (T * (1 + 2 * (b % 3))) // 4) for b in range(B - 1)]
-    rest = B * T - sum(lens)
-    if rest < 1:
-        lens = [T] * (B - 1)
-        rest = T
-    return lens + [rest]
+    lens = [max(1, (T * (1 + 2 * (b % 3))) // 4) for b in range(B - 1)]      # at most 5T/4 each, 3T/4 on average
+    return lens + [B * T - sum(lens)]
 
 
 def _offsets(lens, device):

@@ -64,6 +64,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
                                f"stage {'has a' if bw.grad_kb else 'has no'} K-blocked kernel "
                                f"(set grad_BK {'to a K block size' if bw.grad_kb else 'to None'})")
     store_kind = {"k": "k", "v": "v", "gate_k": "k", "gate_h": "head", "head": "head"}
+    rfunc = fla_api.recurrent_name(v.func)
     dmap = dict(plan.defs)
     ctx = dict(
         v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, state_stage=state, out_stage=out, bw=bw,
@@ -74,7 +75,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         out=plan.program.output, state=plan.program.state,
         arg_names=[a.name for a in v.args],
         args_spec=repr(tuple((a.name, a.kind) for a in v.args)), fla_keywords=fla_api.literal(v.func),
-        rfunc=fla_api.recurrent_name(v.func), recurrent_keywords=fla_api.literal(fla_api.recurrent_name(v.func)),
+        rfunc=rfunc, recurrent_keywords=fla_api.literal(rfunc),
         rec=recurrent.kernel(v, plan),
         grouped=[a.name for a in v.args if fla_api.grouped(a.name, a.kind)],
         shapes_doc=", ".join(f"{a.name} {_SHAPE_DOC[a.kind]}" for a in v.args),

@@ -22,7 +22,7 @@ import json
 import os
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from .printer import CodegenError
 from .tiling import DOTS

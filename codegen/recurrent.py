@@ -99,8 +99,7 @@ class StepPrinter:
         if isinstance(e, ir.Param):
             return self._Param(e)
         v = self.value(e.name)
-        want = _shape(e.rows, e.cols)
-        if want != v.kind and not (want == "vec" and v.kind == "vec"):
+        if _shape(e.rows, e.cols) != v.kind:
             self.refuse(f"{e.name} as a {e.rows} x {e.cols} value")
         return v
 

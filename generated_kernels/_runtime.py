@@ -542,9 +542,15 @@ class Sequences:
                     _fail(self.func, f"chunk_indices ({list(g.shape)}, {g.dtype}) are not the [{len(ci)}, 2] "
                                      f"(sequence, chunk) pairs of cu_seqlens at this call's chunk size {BT}; "
                                      f"leave chunk_indices out (they are computed) or pass chunk_size")
-            self._tables[key] = (len(ci), *(x.to(device) for x in (
-                torch.tensor(self.offsets, dtype=torch.int32), ci_t, torch.tensor(co or [0], dtype=torch.int32))))
+            self._tables[key] = (len(ci), self.cu(device), ci_t.to(device),
+                                 torch.tensor(co or [0], dtype=torch.int32).to(device))
         return self._tables[key]
+
+    def cu(self, device):
+        """The offsets, int32 on ``device`` (what every kernel reads them from)."""
+        if device not in self._tables:
+            self._tables[device] = torch.tensor(self.offsets, dtype=torch.int32).to(device)
+        return self._tables[device]
 
 
 # the Sequences of the last cu_seqlens tensors seen: a model's layers share one, and
@@ -554,18 +560,21 @@ _SEEN = []
 _SEEN_MAX = 8
 
 
+def _versions(key):
+    return tuple(x._version if x is not None else -1 for x in key)
+
+
 def _seen(func, key, T):
-    for i, (refs, versions, f, total, seqs) in enumerate(_SEEN):
+    for refs, versions, f, total, seqs in _SEEN:
         if f == func and all((r() if r else None) is x for r, x in zip(refs, key)) and \
-                versions == tuple(x._version if x is not None else -1 for x in key) and total <= T:
+                versions == _versions(key) and total <= T:
             return seqs
     return None
 
 
 def _remember(func, key, seqs):
     refs = tuple(weakref.ref(x) if x is not None else None for x in key)
-    versions = tuple(x._version if x is not None else -1 for x in key)
-    _SEEN.insert(0, (refs, versions, func, seqs.total, seqs))
+    _SEEN.insert(0, (refs, _versions(key), func, seqs.total, seqs))
     del _SEEN[_SEEN_MAX:]
 
 
@@ -623,6 +632,12 @@ def sequence_tables(seqs, B, T, BT, q):
         return B, triton.cdiv(T, BT), dict(cu=q, ci=q, co=q)
     NT, cu, ci, co = seqs.tables(BT, q.device)
     return seqs.N, NT, dict(cu=cu, ci=ci, co=co)
+
+
+def sequence_offsets(seqs, B, q):
+    """(NS, the offsets' pointer): for the kernels that walk each sequence whole (the
+    recurrent form); q (never read) for a fixed-length batch."""
+    return (B, q) if seqs is None else (seqs.N, seqs.cu(q.device))
 
 
 def unused_rows(seqs, T):

@@ -14,7 +14,7 @@ import triton.language as tl
 from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
     check_args, check_grads, check_keywords, effective_tiling, explains_resources, input_options, kernel_types,
-    needs_grad, refuse_grad, sequence_tables, state_layout_in, state_layout_out, unused_rows)
+    needs_grad, refuse_grad, sequence_offsets, sequence_tables, state_layout_in, state_layout_out, unused_rows)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
@@ -756,13 +756,13 @@ def _recurrent_forward(q, k, v, g, scale, initial_state, output_final_state, seq
     B, T, HQ, K = q.shape
     H, V = v.shape[2], v.shape[-1]
     spec = recurrent_spec(q.dtype, q.device, K, V, seqs is not None)
-    NS, _, sq = sequence_tables(seqs, B, T, 64, q)
+    NS, cu = sequence_offsets(seqs, B, q)
     # rows after cu_seqlens[-1] are in no sequence: their outputs are 0
     o = torch.zeros_like(v) if unused_rows(seqs, T) else torch.empty_like(v)
     ht = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
     h0 = initial_state if initial_state is not None else o
     _recurrent_kernel[(triton.cdiv(V, spec.constexprs["BV"]), NS * H)](q, k, v, g, o, h0, ht,
-        scale, T, H=H, HQ=HQ, cu=sq["cu"], use_h0=int(initial_state is not None), store_ht=int(output_final_state),
+        scale, T, H=H, HQ=HQ, cu=cu, use_h0=int(initial_state is not None), store_ht=int(output_final_state),
         **spec.kwargs)
     return o, (ht if output_final_state else None)
 

@@ -5,19 +5,19 @@ chunk with a partial one."""
 import pytest
 import torch
 
-from chunkproof.fuzz.cases import VARIANTS, make_inputs, module
+from chunkproof.codegen.fla_api import recurrent_name
+from chunkproof.fuzz.cases import VARIANTS, kernel, make_inputs, module
 from chunkproof.fuzz.reference import grad_errors, recurrence, reference_grads, rel_rms
 
 
 @pytest.mark.parametrize("name", VARIANTS)
 @pytest.mark.parametrize("K, V", [(256, 256), (160, 256)])
 def test_largest_head_sizes_match_the_recurrence(name, K, V):
-    m = module(name)
-    chunk = next(f for f in dir(m) if f.startswith("chunk_"))
+    m, chunk = module(name), kernel(name)
     args, ref, h0 = make_inputs(name, 1, 40, 1, K, V, seed=2, h0=True)
     leaves = [a.detach().requires_grad_() for a in args]
     h = h0.detach().requires_grad_()
-    o, ht = getattr(m, chunk)(*leaves, initial_state=h, output_final_state=True)
+    o, ht = chunk(*leaves, initial_state=h, output_final_state=True)
     gen = torch.Generator().manual_seed(5)
     do, dht = torch.randn(o.shape, generator=gen), torch.randn(ht.shape, generator=gen)
     ((o * do).sum() + (ht * dht).sum()).backward()
@@ -28,5 +28,5 @@ def test_largest_head_sizes_match_the_recurrence(name, K, V):
     want = reference_grads(name, ref, do.double(), dht.double(), initial_state=h0)
     for n, e in grad_errors({k: got[k] for k in want}, want, ref).items():
         assert e < (1e-3 if n in ("g", "gk", "w", "beta") else 1e-4), (name, n, e)
-    o2, ht2 = getattr(m, "fused_recurrent_" + chunk[len("chunk_"):])(*args, initial_state=h0, output_final_state=True)
+    o2, ht2 = getattr(m, recurrent_name(chunk.__name__))(*args, initial_state=h0, output_final_state=True)
     assert rel_rms(o2, ro) < 1e-4 and rel_rms(ht2, rh) < 1e-4, name

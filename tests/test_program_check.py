@@ -11,7 +11,7 @@ import pytest
 from chunkproof.derivations import ir
 from chunkproof.derivations import recurrences as R
 from chunkproof.derivations.dsl import DO, Derivation, Notebook, Program, S_PREV, adj, diag, inv, tile, tril
-from chunkproof.derivations.ir import CumProd, LastRow, Scale, Truth
+from chunkproof.derivations.ir import CumProd, LastRow, Scale
 from chunkproof.derivations.loader import bundled
 from chunkproof.verify import programs
 from chunkproof.verify.check import check

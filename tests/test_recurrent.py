@@ -3,21 +3,20 @@ recurrence's own step program (codegen/recurrent.py), token by token.  The prope
 it is the chunk function (outputs, final states, gradients), on fixed-length batches,
 packed sequences and grouped value heads, equals the fp64 recurrence, and decoding one
 token per call with the carried state equals one call."""
-import warnings
 
 import pytest
 import torch
 
 from chunkproof.codegen import recurrent
-from chunkproof.codegen.variants import BY_NAME
-from chunkproof.fuzz.cases import VARIANTS, make_inputs, module
+from chunkproof.codegen.fla_api import recurrent_name
+from chunkproof.fuzz.cases import VARIANTS, kernel, make_inputs, module
 from chunkproof.fuzz.reference import recurrence, rel_rms
 
 
 def _fns(name):
-    m = module(name)
-    chunk = next(f for f in dir(m) if f.startswith("chunk_"))
-    return getattr(m, chunk), getattr(m, "fused_recurrent_" + chunk[len("chunk_"):])
+    """(chunk function, its recurrent form)."""
+    chunk = kernel(name)
+    return chunk, getattr(module(name), recurrent_name(chunk.__name__))
 
 
 def _grads(fn, args, h0, **kw):

@@ -7,16 +7,11 @@ import warnings
 import pytest
 import torch
 
-from chunkproof.fuzz.cases import VARIANTS, make_inputs, module
+from chunkproof.fuzz.cases import VARIANTS, kernel, make_inputs, module
 from chunkproof.fuzz.reference import recurrence, rel_rms
 
 LENS = [7, 0, 40, 2]           # an empty sequence; one over a 32-row chunk; a tail of 3 rows
 H, K, V = 2, 16, 16
-
-
-def _fn(name):
-    m = module(name)
-    return getattr(m, next(f for f in dir(m) if f.startswith("chunk_")))
 
 
 def _cu(lens, dtype=torch.int32):
@@ -49,7 +44,7 @@ def test_a_packed_batch_equals_a_loop_over_its_sequences(name):
     N = len(LENS)
     h0 = torch.randn(N, H, K, V, generator=torch.Generator().manual_seed(6))
     cu = _cu(LENS)
-    fn = _fn(name)
+    fn = kernel(name)
     names = [n for n, _ in module(name).ARGS] + ["initial_state"]
     o, ht, grads = _run(fn, args, h0, _weights, cu_seqlens=cu)
     assert o.shape == (1, T, H, V) and ht.shape == (N, H, K, V)
@@ -90,7 +85,7 @@ def test_a_packed_batch_equals_a_loop_over_its_sequences(name):
 def test_int64_offsets_and_a_host_copy_give_the_same_call(name):
     T = sum(LENS)
     args, _, _ = make_inputs(name, 1, T, H, K, V, seed=7)
-    fn = _fn(name)
+    fn = kernel(name)
     o, ht = fn(*args, output_final_state=True, cu_seqlens=_cu(LENS))
     for kw in (dict(cu_seqlens=_cu(LENS, torch.int64)), dict(cu_seqlens=_cu(LENS), cu_seqlens_cpu=_cu(LENS))):
         o2, ht2 = fn(*args, output_final_state=True, **kw)
@@ -100,7 +95,7 @@ def test_int64_offsets_and_a_host_copy_give_the_same_call(name):
 def test_chunk_indices_are_accepted_when_they_are_the_calls_and_refused_otherwise():
     T = sum(LENS)
     args, _, _ = make_inputs("gated_delta_rule", 1, T, H, K, V, seed=8)
-    fn = _fn("gated_delta_rule")
+    fn = kernel("gated_delta_rule")
     cu = _cu(LENS)
     # FLA's chunk indices at chunk size 32 (fp32 inputs' default): (sequence, chunk in it)
     ci = torch.tensor([[0, 0], [2, 0], [2, 1], [3, 0]], dtype=torch.int32)
@@ -126,17 +121,17 @@ def test_chunk_indices_are_accepted_when_they_are_the_calls_and_refused_otherwis
 def test_bad_offsets_are_named(bad, match):
     args, _, _ = make_inputs("gla", 1, sum(LENS), H, K, V, seed=0)
     with pytest.raises(ValueError, match=match):
-        _fn("gla")(*args, **bad)
+        kernel("gla")(*args, **bad)
 
 
 def test_shapes_that_do_not_fit_the_sequences_are_named():
     args, _, _ = make_inputs("gla", 2, 10, H, K, V, seed=0)
     with pytest.raises(ValueError, match=r"packed along T with B = 1 \(as in FLA\), got B = 2"):
-        _fn("gla")(*args, cu_seqlens=_cu([4, 6]))
+        kernel("gla")(*args, cu_seqlens=_cu([4, 6]))
     args, _, h0 = make_inputs("gla", 1, 10, H, K, V, seed=0, h0=True)
     with pytest.raises(ValueError, match=r"initial_state must be \[N \(the sequences of cu_seqlens\), H, K, V\] = "
                                          r"\[2, 2, 16, 16\], got \[1, 2, 16, 16\]"):
-        _fn("gla")(*args, initial_state=h0, cu_seqlens=_cu([4, 6]))
+        kernel("gla")(*args, initial_state=h0, cu_seqlens=_cu([4, 6]))
     from chunkproof.kernels._runtime import Sequences, check_grads
     q, v = args[0], args[2]
     with pytest.raises(ValueError, match=r"gradient of the final state must be \[N, H, K, V\] = \[2, 2, 16, 16\]"):

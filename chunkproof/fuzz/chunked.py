@@ -169,7 +169,7 @@ class Chunked:
     def __call__(self, inputs, scale, h0, dtype):
         """o [B, T, H, V] and the final state [B, H, K, V] in ``dtype``, differentiable in
         ``inputs`` (the API's names) and ``h0``.  Inputs are cast to ``dtype`` first."""
-        from chunkproof.verify.evaluate import BlockEval, Point, Sizes
+        from chunkproof.verify.evaluate import Point, Sizes
         f = torch_field(dtype)
         mixed = self.logs == "wide" and dtype != torch.float64
         gates = {a.tile for a in self.v.args if a.kind.startswith("gate")}

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import torch
 
-from chunkproof.derivations import ir
-
 
 class OracleError(ValueError):
     """The recurrence has a construct the oracle cannot run (named)."""
