@@ -17,9 +17,6 @@ initial state per sequence.  Times: triton.testing.do_bench medians after warm-u
 imported) at the shape given (use a tiny one): the path is exercised, the times mean
 nothing.  Writes DIR/varlen.json and DIR/varlen.md (default: print only).
 """
-import datetime
-import json
-import os
 import sys
 
 import torch
@@ -97,30 +94,17 @@ def main(argv=None):
     try:
         variants = A.variants(a.variant)
         shapes = [A.shape(s) for s in a.shape] or [(4, 4096, 16, 128)]
+        device = A.device(a.device)
     except ValueError as e:
         return A.fail(PROG, e)
-    device = a.device
-    if device == "cpu":
-        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
-            return A.fail(PROG, "triton was imported without TRITON_INTERPRET=1; --device cpu needs it first")
-        os.environ["TRITON_INTERPRET"] = "1"
-    elif not torch.cuda.is_available():
-        return A.fail(PROG, "no CUDA device here; --device cpu runs the interpreter")
-    meta = dict(device=torch.cuda.get_device_name() if device == "cuda" else "cpu (interpreter: times mean nothing)",
-                torch=torch.__version__, triton=__import__("triton").__version__,
-                date=datetime.date.today().isoformat())
+    meta = A.run_meta(device)
     rows = []
     for v in variants:
         for s in shapes:
             rows += measure(v, s, device)
             print(table([r for r in rows if r["variant"] == v and (r["B"], r["T"], r["H"], r["D"]) == s]),
                   flush=True)
-            if a.out:      # rewritten whole after every shape: a run cut short keeps what it measured
-                os.makedirs(a.out, exist_ok=True)
-                with open(os.path.join(a.out, "varlen.json"), "w") as f:
-                    json.dump(dict(meta=meta, rows=rows), f, indent=1)
-                with open(os.path.join(a.out, "varlen.md"), "w") as f:
-                    f.write(f"{meta}\n\n{table(rows)}\n")
+            A.write_rows(a.out, "varlen", meta, rows, table(rows))
     return 0
 
 

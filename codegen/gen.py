@@ -65,6 +65,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
                                f"(set grad_BK {'to a K block size' if bw.grad_kb else 'to None'})")
     store_kind = {"k": "k", "v": "v", "gate_k": "k", "gate_h": "head", "head": "head"}
     rfunc = fla_api.recurrent_name(v.func)
+    names = [a.name for a in v.args] + list(plan.param_arg_names)
     dmap = dict(plan.defs)
     ctx = dict(
         v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, state_stage=state, out_stage=out, bw=bw,
@@ -76,6 +77,10 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         arg_names=[a.name for a in v.args],
         args_spec=repr(tuple((a.name, a.kind) for a in v.args)), fla_keywords=fla_api.literal(v.func),
         rfunc=rfunc, recurrent_keywords=fla_api.literal(rfunc),
+        chunk_sig=fla_api.signature(v.func, names), rec_sig=fla_api.signature(rfunc, names),
+        chunk_params=fla_api.params_literal(v.func, names), rec_params=fla_api.params_literal(rfunc, names),
+        chunk_given=", ".join(f"{p.name}={p.name}" for p in fla_api.params(v.func, names)),
+        rec_given=", ".join(f"{p.name}={p.name}" for p in fla_api.params(rfunc, names)),
         rec=recurrent.kernel(v, plan),
         grouped=[a.name for a in v.args if fla_api.grouped(a.name, a.kind)],
         shapes_doc=", ".join(f"{a.name} {_SHAPE_DOC[a.kind]}" for a in v.args),

@@ -399,15 +399,69 @@ def check_keywords(func, takes, fla, kwargs):
         if _is_default(value, default):
             continue
         if any(_allowed(value, a) for a in allowed):
-            out[name] = value
+            if "promise" not in allowed:
+                out[name] = value
             continue
         shown = "a tensor" if isinstance(value, torch.Tensor) else repr(value)[:60]
         if allowed:
+            ok = [_ALLOWED_DOC.get(a, str(a)) for a in allowed if a != "promise"]
             _fail(func, f"{name}={shown} ({what}): chunkproof supports {name} in "
-                        f"{', '.join(map(str, allowed))} here (docs/fla_api.md)")
+                        f"{', '.join(ok)} here (docs/fla_api.md)")
         _fail(func, f"{name}={shown} ({what}) is not supported by chunkproof yet: leave it out or pass "
                     f"{name}={default!r}; supported: {', '.join(takes)}{at_default} (docs/fla_api.md)")
     return out
+
+
+def bind_params(func, params, spec, given, kwargs):
+    """FLA's tensor parameters of ``func`` (``params``: (name, arg, none, what, per_head),
+    codegen/fla_api.PARAMS) as passed (``given``: {name: value}) bound to the
+    derivation's arguments (``spec``), in its order.  None stands for what FLA makes of
+    it (no decay: zeros; beta: ones); a parameter chunkproof does not have is accepted
+    at None and refused by name otherwise; an FLA keyword FLA's signature places among
+    the tensors joins ``kwargs``; a per-head value (g_gamma) is repeated over B and T."""
+    bound, by = {}, {}
+    for name, arg, none, what, per_head in params:
+        value = given[name]
+        if none == "keyword":
+            if value is not None:
+                kwargs[name] = value
+            continue
+        if arg is None:
+            if value is not None:
+                _fail(func, f"{name} ({what}) is not supported by chunkproof: pass {name}=None")
+            continue
+        if value is None:
+            by.setdefault(arg, (name, none))
+            continue
+        if arg in bound:
+            _fail(func, f"pass one of {bound[arg][0]} and {name}, not both (as FLA's docs say)")
+        bound[arg] = (name, value, per_head)
+    q, v = bound.get("q", (0, None))[1], bound.get("v", (0, None))[1]
+    out = []
+    for a, kind in spec:
+        if a in bound:
+            name, value, per_head = bound[a]
+            if per_head:
+                value = _per_head(func, name, value, q, v)
+            out.append(value)
+            continue
+        name, none = by.get(a, (a, ""))
+        if none == "" or not isinstance(q, torch.Tensor) or not isinstance(v, torch.Tensor):
+            _fail(func, f"{name} is required (a tensor, {_shape_doc(_kind(a, kind), False)})")
+        shape = tuple(v.shape[:3]) + ((q.shape[-1],) if _kind(a, kind) in ("gate_k", "k") else ())
+        fill = torch.zeros if none == "zeros" else torch.ones
+        out.append(fill(shape, dtype=torch.float32 if none == "zeros" else q.dtype, device=q.device))
+    return out
+
+
+def _per_head(func, name, value, q, v):
+    """A [HV] value for every token of v's [B, T, HV]: the log gate FLA's g_gamma stands for."""
+    if not isinstance(value, torch.Tensor) or not isinstance(v, torch.Tensor):
+        _fail(func, f"{name} must be a torch.Tensor")
+    B, T, HV = v.shape[:3]
+    if value.dim() != 1 or value.shape[0] != HV or value.device != v.device:
+        _fail(func, f"{name} must be [HV] = [{HV}] on {v.device}, got {list(value.shape)} on {value.device}")
+    return value.float().reshape(1, 1, HV).expand(B, T, HV)
 
 
 def _l2norm(x):
@@ -463,11 +517,17 @@ def state_layout_out(ht, v_first):
     return ht.transpose(-1, -2) if v_first and ht is not None else ht
 
 
+_ALLOWED_DOC = {"tensor": "a tensor", "number": "a finite number", "negative": "a negative number"}
+
+
 def _allowed(value, a):
     if a == "tensor":
         return isinstance(value, torch.Tensor)
-    if a == "number":
-        return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if a in ("number", "negative"):
+        real = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+        return real and (a == "number" or value < 0)
+    if a == "promise":
+        return False
     return _is_default(value, a)
 
 
@@ -544,6 +604,16 @@ class Sequences:
                                      f"leave chunk_indices out (they are computed) or pass chunk_size")
             self._tables[key] = (len(ci), self.cu(device), ci_t.to(device),
                                  torch.tensor(co or [0], dtype=torch.int32).to(device))
+        return self._tables[key]
+
+    def reversed_rows(self, T, device):
+        """The row order of T rows with each sequence reversed (a gather index)."""
+        key = ("reversed", T, device)
+        if key not in self._tables:
+            rows = list(range(T))
+            for bos, eos in zip(self.offsets, self.offsets[1:]):
+                rows[bos:eos] = range(eos - 1, bos - 1, -1)
+            self._tables[key] = torch.tensor(rows, dtype=torch.int64).to(device)
         return self._tables[key]
 
     def cu(self, device):
@@ -638,6 +708,16 @@ def sequence_offsets(seqs, B, q):
     """(NS, the offsets' pointer): for the kernels that walk each sequence whole (the
     recurrent form); q (never read) for a fixed-length batch."""
     return (B, q) if seqs is None else (seqs.N, seqs.cu(q.device))
+
+
+def flip_time(x, seqs):
+    """x [B, T, ...] with each sequence's rows in reverse order (a fixed-length batch's
+    rows, or cu_seqlens' sequences; the rows after cu_seqlens[-1] stay where they are)."""
+    if x is None:
+        return None
+    if seqs is None:
+        return x.flip(1)
+    return x.index_select(1, seqs.reversed_rows(x.shape[1], x.device))
 
 
 def unused_rows(seqs, T):

@@ -12,9 +12,10 @@ import triton
 import triton.language as tl
 
 from ._runtime import (  # noqa: F401
-    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
-    check_args, check_grads, check_keywords, effective_tiling, explains_resources, input_options, kernel_types,
-    needs_grad, refuse_grad, sequence_offsets, sequence_tables, state_layout_in, state_layout_out, unused_rows)
+    Launch, Launches, Tiling, _fail, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, bind_params,
+    block_sizes, check_args, check_grads, check_keywords, effective_tiling, explains_resources, flip_time,
+    input_options, kernel_types, needs_grad, refuse_grad, sequence_offsets, sequence_tables, state_layout_in,
+            state_layout_out, unused_rows)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
@@ -27,18 +28,21 @@ ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate
 # for nothing, what it asks for); accepted at that value, refused by name otherwise
 FLA_KEYWORDS = (('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)', ('tensor',)),
         ('cu_seqlens_cpu', None, 'a host copy of cu_seqlens', ('tensor',)),
-        ('safe_gate', False, 'a faster path for gates bounded below by lower_bound', ()),
+        ('safe_gate', False, 'gates promised in a safe range, about [-5, 0) (a faster path in FLA)', (True, 'promise')),
         ('chunk_size', None, 'the chunk length', (16, 32, 64)),
-        ('disable_recompute', False, 'storing forward intermediates instead of recomputing them', ()),
-        ('cp_context', None, 'context parallelism', ()), ('lower_bound', None, "the bound of safe_gate's gates", ()),
+        ('disable_recompute', False, 'storing forward intermediates instead of recomputing them', (True,)),
+        ('cp_context', None, 'context parallelism', ()),
+        ('lower_bound', None, 'gates promised >= lower_bound (a faster path in FLA)', ('negative', 'promise')),
         ('head_first', False, 'head-first [B, H, T, ...] inputs, removed from FLA', ()))
-# those of fused_recurrent_dplr_delta_rule, the recurrent form (codegen/fla_api.recurrent_keywords)
-RECURRENT_KEYWORDS = (('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)', ('tensor',)),
-        ('cu_seqlens_cpu', None, 'a host copy of cu_seqlens', ('tensor',)),
-        ('safe_gate', False, 'a faster path for gates bounded below by lower_bound', ()),
-        ('cp_context', None, 'context parallelism', ()), ('lower_bound', None, "the bound of safe_gate's gates", ()),
-        ('head_first', False, 'head-first [B, H, T, ...] inputs, removed from FLA', ()),
-        ('reverse', False, 'the recurrence run from the last token to the first', ()))
+# those of fused_recurrent_dplr_delta_rule, the recurrent form (codegen/fla_api.RECURRENT_KEYWORDS)
+RECURRENT_KEYWORDS = (('reverse', False, 'the recurrence run from the last token to the first', (True,)),
+        ('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)', ('tensor',)))
+# each function's tensor parameters, FLA's names and order (codegen/fla_api.PARAMS):
+# (name, the argument it binds, what None stands for, what it asks for, per head)
+PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False), ('a', 'a', '', '', False),
+        ('b', 'b', '', '', False), ('gk', 'gk', '', '', False))
+RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False),
+        ('a', 'a', '', '', False), ('b', 'b', '', '', False), ('gk', 'gk', '', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["E", "Gamma"]
 
@@ -1066,8 +1070,8 @@ class _Chunk(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_size=None,
-                seqs=None):
-        keep = TILING.keep_forward
+                seqs=None, keep=False):
+        keep = keep or TILING.keep_forward
         o, ht, *kept = _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state,
                                 chunk_size=chunk_size, keep=keep, seqs=seqs)
         ctx.chunk_size, ctx.seqs = chunk_size, seqs
@@ -1085,7 +1089,7 @@ class _Chunk(torch.autograd.Function):
                       chunk_size=ctx.chunk_size, kept=dict(zip(ctx.kept, kept)) if ctx.kept else None,
                       seqs=ctx.seqs)
         return (g["q"], g["k"], g["v"], g["a"], g["b"], g["gk"], None,
-                g["initial_state"] if initial_state is not None else None, None, None, None)
+                g["initial_state"] if initial_state is not None else None, None, None, None, None)
 
 
 def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None, output_final_state=False, **kwargs):
@@ -1100,7 +1104,9 @@ def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None, out
     FLA's other keywords are accepted at their defaults and refused by name otherwise
     (FLA_KEYWORDS; docs/fla_api.md).
     """
-    opts = check_keywords("chunk_dplr_delta_rule", [n for n, _ in ARGS]
+    q, k, v, a, b, gk, = bind_params("chunk_dplr_delta_rule", PARAMS, ARGS, dict(q=q, k=k, v=v, a=a, b=b, gk=gk),
+            kwargs)
+    opts = check_keywords("chunk_dplr_delta_rule", [p[0] for p in PARAMS]
             + ["scale", "initial_state", "output_final_state"],
                           FLA_KEYWORDS, kwargs)
     chunk_size = opts.get("chunk_size")
@@ -1108,9 +1114,18 @@ def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None, out
     (q, k, v, a, b, gk), scale, initial_state, seqs = check_args(
         "chunk_dplr_delta_rule", ARGS, (q, k, v, a, b, gk), scale, initial_state, output_final_state, opts)
     q, k, v, a, b, gk, = input_options("chunk_dplr_delta_rule", ARGS, (q, k, v, a, b, gk), opts)
+    if opts.get("return_intermediate_states"):
+        # FLA's inference-mode return: the chunk states h [B, NT, H, K, V] (each chunk's
+        # state before it) in the input dtype, with no gradient
+        if needs_grad((q, k, v, a, b, gk), initial_state):
+            _fail("chunk_dplr_delta_rule", "return_intermediate_states=True returns states with no gradient: call it "
+                  "under torch.no_grad() or torch.inference_mode() (FLA requires inference mode)")
+        o, ht, kept = _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state,
+                               chunk_size=chunk_size, keep=True, seqs=seqs)
+        return o, state_layout_out(ht, v_first), state_layout_out(kept["h"], v_first)
     if needs_grad((q, k, v, a, b, gk), initial_state):
         o, ht = _Chunk.apply(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_size,
-                             seqs)
+                             seqs, bool(opts.get("disable_recompute")))
     else:
         o, ht = _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_size=chunk_size,
                          seqs=seqs)
@@ -1123,7 +1138,7 @@ def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None, out
 @triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
 def _recurrent_kernel(q, k, v, a, b, gk, o, h0, ht, scale, T, H, HQ, cu,
                       K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-                      VARLEN: tl.constexpr, use_h0, store_ht):
+                      VARLEN: tl.constexpr, REVERSE: tl.constexpr, use_h0, store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     i_hq = i_h // (H // HQ)
@@ -1142,7 +1157,10 @@ def _recurrent_kernel(q, k, v, a, b, gk, o, h0, ht, scale, T, H, HQ, cu,
     if use_h0 != 0:
         b_s += tl.load(h0 + i_bh.to(tl.int64) * K * V + p_s, mask=m_s, other=0.)
     for i_t in range(0, T):
-        row = bos + i_t
+        if REVERSE:
+            row = bos + (T - 1 - i_t)
+        else:
+            row = bos + i_t
         b_q = tl.load(q + (row * HQ + i_hq) * K + o_k, mask=m_k, other=0.).to(tl.float32) * scale
         b_k = tl.load(k + (row * HQ + i_hq) * K + o_k, mask=m_k, other=0.).to(tl.float32)
         b_v = tl.load(v + (row * H + i_h) * V + o_v, mask=m_v, other=0.).to(tl.float32)
@@ -1158,19 +1176,20 @@ def _recurrent_kernel(q, k, v, a, b, gk, o, h0, ht, scale, T, H, HQ, cu,
         tl.store(ht + i_bh.to(tl.int64) * K * V + p_s, b_s, mask=m_s)
 
 
-def recurrent_spec(dtype, device, K, V, varlen=False):
+def recurrent_spec(dtype, device, K, V, varlen=False, reverse=False):
     """The recurrent kernel's Launch for head sizes K and V (its launch code takes its
     constexprs, warps and stages from here; benchmarks/compile_check.py compiles it)."""
     BK, BV_full = max(16, triton.next_power_of_2(K)), max(16, triton.next_power_of_2(V))
     BV = min(BV_full, max(16, 8192 // BK))      # the state tile: at most 8192 fp32 values
-    return Launch("_recurrent_kernel", dict(K=K, V=V, BK=BK, BV=BV, VARLEN=varlen), 4, 1)
+    return Launch("_recurrent_kernel", dict(K=K, V=V, BK=BK, BV=BV, VARLEN=varlen, REVERSE=reverse), 4, 1)
 
 
-def _recurrent_forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, seqs=None):
-    """(o, final state) of the recurrent kernel: the same function as _forward."""
+def _recurrent_forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, seqs=None, reverse=False):
+    """(o, final state) of the recurrent kernel: the same function as _forward (with
+    ``reverse``, of each sequence's tokens from its last to its first)."""
     B, T, HQ, K = q.shape
     H, V = v.shape[2], v.shape[-1]
-    spec = recurrent_spec(q.dtype, q.device, K, V, seqs is not None)
+    spec = recurrent_spec(q.dtype, q.device, K, V, seqs is not None, reverse)
     NS, cu = sequence_offsets(seqs, B, q)
     # rows after cu_seqlens[-1] are in no sequence: their outputs are 0
     o = torch.zeros_like(v) if unused_rows(seqs, T) else torch.empty_like(v)
@@ -1184,22 +1203,29 @@ def _recurrent_forward(q, k, v, a, b, gk, scale, initial_state, output_final_sta
 
 class _Recurrent(torch.autograd.Function):
     """Forward by the recurrent kernel; backward by the chunk kernels' backward (the
-    same function of the same inputs: its gradients)."""
+    same function of the same inputs: its gradients).  The reverse recurrence is the
+    forward one over each sequence's tokens in reverse order: its backward is the chunk
+    backward of the reversed tokens, its token gradients reversed back."""
 
     @staticmethod
-    def forward(ctx, q, k, v, a, b, gk, scale, initial_state, output_final_state, seqs=None):
-        o, ht = _recurrent_forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, seqs=seqs)
+    def forward(ctx, q, k, v, a, b, gk, scale, initial_state, output_final_state, seqs=None, reverse=False):
+        o, ht = _recurrent_forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, seqs=seqs,
+                                   reverse=reverse)
         ctx.save_for_backward(q, k, v, a, b, gk, initial_state)
-        ctx.scale, ctx.seqs = scale, seqs
+        ctx.scale, ctx.seqs, ctx.reverse = scale, seqs, reverse
         return o, ht
 
     @staticmethod
     def backward(ctx, do, dht):
         q, k, v, a, b, gk, initial_state = ctx.saved_tensors
         do, dht = check_grads("fused_recurrent_dplr_delta_rule", q, v, do, dht, ctx.seqs)
+        if ctx.reverse:
+            q, k, v, a, b, gk, do = (flip_time(x, ctx.seqs) for x in (q, k, v, a, b, gk, do))
         g = _backward(q, k, v, a, b, gk, do, dht, ctx.scale, initial_state=initial_state, seqs=ctx.seqs)
+        if ctx.reverse:
+            g.update((a, flip_time(g[a], ctx.seqs)) for a in ["q", "k", "v", "a", "b", "gk"])
         return (g["q"], g["k"], g["v"], g["a"], g["b"], g["gk"], None,
-                g["initial_state"] if initial_state is not None else None, None, None)
+                g["initial_state"] if initial_state is not None else None, None, None, None)
 
 
 def fused_recurrent_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None, output_final_state=False,
@@ -1210,15 +1236,19 @@ def fused_recurrent_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state
     same function, arguments and shapes as chunk_dplr_delta_rule, its keywords RECURRENT_KEYWORDS
     (docs/fla_api.md).  Gradients by the chunk kernels' backward.
     """
-    opts = check_keywords("fused_recurrent_dplr_delta_rule", [n for n, _ in ARGS]
-            + ["scale", "initial_state", "output_final_state"],
-                          RECURRENT_KEYWORDS, kwargs)
+    q, k, v, a, b, gk, = bind_params("fused_recurrent_dplr_delta_rule", RECURRENT_PARAMS, ARGS,
+            dict(q=q, k=k, v=v, a=a, b=b, gk=gk), kwargs)
+    opts = check_keywords("fused_recurrent_dplr_delta_rule", [p[0] for p in RECURRENT_PARAMS]
+            + ["scale", "initial_state",
+                          "output_final_state"], RECURRENT_KEYWORDS, kwargs)
     initial_state, v_first = state_layout_in("fused_recurrent_dplr_delta_rule", initial_state, opts)
     (q, k, v, a, b, gk), scale, initial_state, seqs = check_args(
         "fused_recurrent_dplr_delta_rule", ARGS, (q, k, v, a, b, gk), scale, initial_state, output_final_state, opts)
     q, k, v, a, b, gk, = input_options("fused_recurrent_dplr_delta_rule", ARGS, (q, k, v, a, b, gk), opts)
+    reverse = bool(opts.get("reverse"))
     if needs_grad((q, k, v, a, b, gk), initial_state):
-        o, ht = _Recurrent.apply(q, k, v, a, b, gk, scale, initial_state, output_final_state, seqs)
+        o, ht = _Recurrent.apply(q, k, v, a, b, gk, scale, initial_state, output_final_state, seqs, reverse)
     else:
-        o, ht = _recurrent_forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, seqs=seqs)
+        o, ht = _recurrent_forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, seqs=seqs,
+                                   reverse=reverse)
     return o, state_layout_out(ht, v_first)

@@ -13,9 +13,10 @@ import triton
 import triton.language as tl
 
 from ._runtime import (  # noqa: F401
-    Launch, Launches, Tiling, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, block_sizes,
-    check_args, check_grads, check_keywords, effective_tiling, explains_resources, input_options, kernel_types,
-    needs_grad, refuse_grad, sequence_offsets, sequence_tables, state_layout_in, state_layout_out, unused_rows)
+    Launch, Launches, Tiling, _fail, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, bind_params,
+    block_sizes, check_args, check_grads, check_keywords, effective_tiling, explains_resources, flip_time,
+    input_options, kernel_types, needs_grad, refuse_grad, sequence_offsets, sequence_tables, state_layout_in,
+            state_layout_out, unused_rows)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
@@ -29,10 +30,15 @@ ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('w', 'k')) + (('u', 'param_k'),)
 # for nothing, what it asks for); accepted at that value, refused by name otherwise
 FLA_KEYWORDS = (('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)', ('tensor',)),
         ('cu_seqlens_cpu', None, 'a host copy of cu_seqlens', ('tensor',)))
-# those of fused_recurrent_rwkv6, the recurrent form (codegen/fla_api.recurrent_keywords)
-RECURRENT_KEYWORDS = (('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)', ('tensor',)),
-        ('cu_seqlens_cpu', None, 'a host copy of cu_seqlens', ('tensor',)),
-        ('reverse', False, 'the recurrence run from the last token to the first', ()))
+# those of fused_recurrent_rwkv6, the recurrent form (codegen/fla_api.RECURRENT_KEYWORDS)
+RECURRENT_KEYWORDS = (('reverse', False, 'the recurrence run from the last token to the first', (True,)),
+        ('cu_seqlens', None, 'variable-length batches (packed sequences, B = 1)', ('tensor',)))
+# each function's tensor parameters, FLA's names and order (codegen/fla_api.PARAMS):
+# (name, the argument it binds, what None stands for, what it asks for, per head)
+PARAMS = (('r', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False), ('w', 'w', '', '', False),
+        ('u', 'u', '', '', False))
+RECURRENT_PARAMS = (('r', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False),
+        ('w', 'w', '', '', False), ('u', 'u', '', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = []
 
@@ -625,8 +631,8 @@ class _Chunk(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, w, u, scale, initial_state, output_final_state, chunk_size=None,
-                seqs=None):
-        keep = TILING.keep_forward
+                seqs=None, keep=False):
+        keep = keep or TILING.keep_forward
         o, ht, *kept = _forward(q, k, v, w, u, scale, initial_state, output_final_state,
                                 chunk_size=chunk_size, keep=keep, seqs=seqs)
         ctx.chunk_size, ctx.seqs = chunk_size, seqs
@@ -644,10 +650,10 @@ class _Chunk(torch.autograd.Function):
                       chunk_size=ctx.chunk_size, kept=dict(zip(ctx.kept, kept)) if ctx.kept else None,
                       seqs=ctx.seqs)
         return (g["q"], g["k"], g["v"], g["w"], g["u"], None,
-                g["initial_state"] if initial_state is not None else None, None, None, None)
+                g["initial_state"] if initial_state is not None else None, None, None, None, None)
 
 
-def chunk_rwkv6(q, k, v, w, u, scale=None, initial_state=None, output_final_state=False, **kwargs):
+def chunk_rwkv6(r, k, v, w, u, scale=None, initial_state=None, output_final_state=False, **kwargs):
     """o_t = S_{t-1} q_t + (q_t^T (u . k_t)) v_t,  S_t = S_{t-1} Diag(exp(w_t)) + v_t k_t^T  (w log decay)
 
     Shapes (FLA's layout): q [B, T, H, K], k [B, T, H, K], v [B, T, H, V], w [B, T, H, K]; initial_state and the
@@ -659,16 +665,26 @@ def chunk_rwkv6(q, k, v, w, u, scale=None, initial_state=None, output_final_stat
     FLA's other keywords are accepted at their defaults and refused by name otherwise
     (FLA_KEYWORDS; docs/fla_api.md).
     """
-    opts = check_keywords("chunk_rwkv6", [n for n, _ in ARGS] + ["scale", "initial_state", "output_final_state"],
+    q, k, v, w, u, = bind_params("chunk_rwkv6", PARAMS, ARGS, dict(r=r, k=k, v=v, w=w, u=u), kwargs)
+    opts = check_keywords("chunk_rwkv6", [p[0] for p in PARAMS] + ["scale", "initial_state", "output_final_state"],
                           FLA_KEYWORDS, kwargs)
     chunk_size = opts.get("chunk_size")
     initial_state, v_first = state_layout_in("chunk_rwkv6", initial_state, opts)
     (q, k, v, w, u), scale, initial_state, seqs = check_args(
         "chunk_rwkv6", ARGS, (q, k, v, w, u), scale, initial_state, output_final_state, opts)
     q, k, v, w, u, = input_options("chunk_rwkv6", ARGS, (q, k, v, w, u), opts)
+    if opts.get("return_intermediate_states"):
+        # FLA's inference-mode return: the chunk states h [B, NT, H, K, V] (each chunk's
+        # state before it) in the input dtype, with no gradient
+        if needs_grad((q, k, v, w, u), initial_state):
+            _fail("chunk_rwkv6", "return_intermediate_states=True returns states with no gradient: call it "
+                  "under torch.no_grad() or torch.inference_mode() (FLA requires inference mode)")
+        o, ht, kept = _forward(q, k, v, w, u, scale, initial_state, output_final_state,
+                               chunk_size=chunk_size, keep=True, seqs=seqs)
+        return o, state_layout_out(ht, v_first), state_layout_out(kept["h"], v_first)
     if needs_grad((q, k, v, w, u), initial_state):
         o, ht = _Chunk.apply(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size,
-                             seqs)
+                             seqs, bool(opts.get("disable_recompute")))
     else:
         o, ht = _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size=chunk_size,
                          seqs=seqs)
@@ -681,7 +697,7 @@ def chunk_rwkv6(q, k, v, w, u, scale=None, initial_state=None, output_final_stat
 @triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
 def _recurrent_kernel(q, k, v, w, u, o, h0, ht, scale, T, H, HQ, cu,
                       K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-                      VARLEN: tl.constexpr, use_h0, store_ht):
+                      VARLEN: tl.constexpr, REVERSE: tl.constexpr, use_h0, store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     i_hq = i_h // (H // HQ)
@@ -701,7 +717,10 @@ def _recurrent_kernel(q, k, v, w, u, o, h0, ht, scale, T, H, HQ, cu,
         b_s += tl.load(h0 + i_bh.to(tl.int64) * K * V + p_s, mask=m_s, other=0.)
     b_u = tl.load(u + i_h * K + o_k, mask=m_k, other=0.).to(tl.float32)
     for i_t in range(0, T):
-        row = bos + i_t
+        if REVERSE:
+            row = bos + (T - 1 - i_t)
+        else:
+            row = bos + i_t
         b_q = tl.load(q + (row * HQ + i_hq) * K + o_k, mask=m_k, other=0.).to(tl.float32) * scale
         b_k = tl.load(k + (row * HQ + i_hq) * K + o_k, mask=m_k, other=0.).to(tl.float32)
         b_v = tl.load(v + (row * H + i_h) * V + o_v, mask=m_v, other=0.).to(tl.float32)
@@ -714,19 +733,20 @@ def _recurrent_kernel(q, k, v, w, u, o, h0, ht, scale, T, H, HQ, cu,
         tl.store(ht + i_bh.to(tl.int64) * K * V + p_s, b_s, mask=m_s)
 
 
-def recurrent_spec(dtype, device, K, V, varlen=False):
+def recurrent_spec(dtype, device, K, V, varlen=False, reverse=False):
     """The recurrent kernel's Launch for head sizes K and V (its launch code takes its
     constexprs, warps and stages from here; benchmarks/compile_check.py compiles it)."""
     BK, BV_full = max(16, triton.next_power_of_2(K)), max(16, triton.next_power_of_2(V))
     BV = min(BV_full, max(16, 8192 // BK))      # the state tile: at most 8192 fp32 values
-    return Launch("_recurrent_kernel", dict(K=K, V=V, BK=BK, BV=BV, VARLEN=varlen), 4, 1)
+    return Launch("_recurrent_kernel", dict(K=K, V=V, BK=BK, BV=BV, VARLEN=varlen, REVERSE=reverse), 4, 1)
 
 
-def _recurrent_forward(q, k, v, w, u, scale, initial_state, output_final_state, seqs=None):
-    """(o, final state) of the recurrent kernel: the same function as _forward."""
+def _recurrent_forward(q, k, v, w, u, scale, initial_state, output_final_state, seqs=None, reverse=False):
+    """(o, final state) of the recurrent kernel: the same function as _forward (with
+    ``reverse``, of each sequence's tokens from its last to its first)."""
     B, T, HQ, K = q.shape
     H, V = v.shape[2], v.shape[-1]
-    spec = recurrent_spec(q.dtype, q.device, K, V, seqs is not None)
+    spec = recurrent_spec(q.dtype, q.device, K, V, seqs is not None, reverse)
     NS, cu = sequence_offsets(seqs, B, q)
     # rows after cu_seqlens[-1] are in no sequence: their outputs are 0
     o = torch.zeros_like(v) if unused_rows(seqs, T) else torch.empty_like(v)
@@ -740,40 +760,49 @@ def _recurrent_forward(q, k, v, w, u, scale, initial_state, output_final_state, 
 
 class _Recurrent(torch.autograd.Function):
     """Forward by the recurrent kernel; backward by the chunk kernels' backward (the
-    same function of the same inputs: its gradients)."""
+    same function of the same inputs: its gradients).  The reverse recurrence is the
+    forward one over each sequence's tokens in reverse order: its backward is the chunk
+    backward of the reversed tokens, its token gradients reversed back."""
 
     @staticmethod
-    def forward(ctx, q, k, v, w, u, scale, initial_state, output_final_state, seqs=None):
-        o, ht = _recurrent_forward(q, k, v, w, u, scale, initial_state, output_final_state, seqs=seqs)
+    def forward(ctx, q, k, v, w, u, scale, initial_state, output_final_state, seqs=None, reverse=False):
+        o, ht = _recurrent_forward(q, k, v, w, u, scale, initial_state, output_final_state, seqs=seqs,
+                                   reverse=reverse)
         ctx.save_for_backward(q, k, v, w, u, initial_state)
-        ctx.scale, ctx.seqs = scale, seqs
+        ctx.scale, ctx.seqs, ctx.reverse = scale, seqs, reverse
         return o, ht
 
     @staticmethod
     def backward(ctx, do, dht):
         q, k, v, w, u, initial_state = ctx.saved_tensors
         do, dht = check_grads("fused_recurrent_rwkv6", q, v, do, dht, ctx.seqs)
+        if ctx.reverse:
+            q, k, v, w, do = (flip_time(x, ctx.seqs) for x in (q, k, v, w, do))
         g = _backward(q, k, v, w, u, do, dht, ctx.scale, initial_state=initial_state, seqs=ctx.seqs)
+        if ctx.reverse:
+            g.update((a, flip_time(g[a], ctx.seqs)) for a in ["q", "k", "v", "w"])
         return (g["q"], g["k"], g["v"], g["w"], g["u"], None,
-                g["initial_state"] if initial_state is not None else None, None, None)
+                g["initial_state"] if initial_state is not None else None, None, None, None)
 
 
-def fused_recurrent_rwkv6(q, k, v, w, u, scale=None, initial_state=None, output_final_state=False, **kwargs):
+def fused_recurrent_rwkv6(r, k, v, w, u, scale=None, initial_state=None, output_final_state=False, **kwargs):
     """o_t = S_{t-1} q_t + (q_t^T (u . k_t)) v_t,  S_t = S_{t-1} Diag(exp(w_t)) + v_t k_t^T  (w log decay)
 
     Token by token (the recurrent kernel, printed from the recurrence; for decoding): the
     same function, arguments and shapes as chunk_rwkv6, its keywords RECURRENT_KEYWORDS
     (docs/fla_api.md).  Gradients by the chunk kernels' backward.
     """
-    opts = check_keywords("fused_recurrent_rwkv6", [n for n, _ in ARGS]
-            + ["scale", "initial_state", "output_final_state"],
-                          RECURRENT_KEYWORDS, kwargs)
+    q, k, v, w, u, = bind_params("fused_recurrent_rwkv6", RECURRENT_PARAMS, ARGS, dict(r=r, k=k, v=v, w=w, u=u), kwargs)
+    opts = check_keywords("fused_recurrent_rwkv6", [p[0] for p in RECURRENT_PARAMS] + ["scale", "initial_state",
+                          "output_final_state"], RECURRENT_KEYWORDS, kwargs)
     initial_state, v_first = state_layout_in("fused_recurrent_rwkv6", initial_state, opts)
     (q, k, v, w, u), scale, initial_state, seqs = check_args(
         "fused_recurrent_rwkv6", ARGS, (q, k, v, w, u), scale, initial_state, output_final_state, opts)
     q, k, v, w, u, = input_options("fused_recurrent_rwkv6", ARGS, (q, k, v, w, u), opts)
+    reverse = bool(opts.get("reverse"))
     if needs_grad((q, k, v, w, u), initial_state):
-        o, ht = _Recurrent.apply(q, k, v, w, u, scale, initial_state, output_final_state, seqs)
+        o, ht = _Recurrent.apply(q, k, v, w, u, scale, initial_state, output_final_state, seqs, reverse)
     else:
-        o, ht = _recurrent_forward(q, k, v, w, u, scale, initial_state, output_final_state, seqs=seqs)
+        o, ht = _recurrent_forward(q, k, v, w, u, scale, initial_state, output_final_state, seqs=seqs,
+                                   reverse=reverse)
     return o, state_layout_out(ht, v_first)

@@ -284,3 +284,17 @@ def test_varlen_vs_fixed_runs_under_the_interpreter(tmp_path):
     assert [(x["layout"], x["mode"]) for x in rows] == [(lay, m) for lay in ("fixed", "equal", "uneven")
                                                         for m in ("fwd", "fwd+bwd")]
     assert rows[2]["max_abs_diff"] == 0.0 and rows[4]["lens"] == [5, 15, 40]
+
+
+def test_recurrent_vs_fla_runs_under_the_interpreter(tmp_path):
+    # the GPU benchmark of the recurrent forms, at a tiny shape: both of ours gated
+    # against the fp64 recurrence and timed (FLA is GPU only)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "recurrent_vs_fla.py"), "--device", "cpu",
+                        "--variant", "gla,rwkv6", "--shape", "2,3,2,16", "--out", str(tmp_path)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    rows = json.load(open(tmp_path / "recurrent.json"))["rows"]
+    assert [(x["variant"], x["side"]) for x in rows] == [(v, s) for v in ("gla", "rwkv6")
+                                                        for s in ("ours recurrent", "ours chunk")]
+    assert all(x["ms"] is not None and x["err"] < 5e-2 for x in rows)
+    assert rows[0]["func"] == "fused_recurrent_gla" and rows[3]["func"] == "chunk_rwkv6"

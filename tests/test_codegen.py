@@ -401,12 +401,12 @@ def test_launch_code_takes_every_launch_from_launch_specs(name, dtype, K, V, kee
 def test_the_recurrent_form_takes_its_launch_from_recurrent_spec(name, monkeypatch):
     import importlib
     import torch
-    from chunkproof.fuzz.cases import make_inputs
+    from chunkproof.fuzz.cases import make_inputs, recurrent
     m = importlib.import_module(f"chunkproof.kernels.{name}")
     seen = []
     monkeypatch.setattr(m, "_recurrent_kernel", _LaunchRecorder("_recurrent_kernel", m._recurrent_kernel, seen))
     args, _, _ = make_inputs(name, 1, 5, 1, 16, 40, seed=0)
-    getattr(m, "fused_recurrent_" + name)(*args)
+    recurrent(name)(*args)
     want = m.recurrent_spec(torch.float32, torch.device("cpu"), 16, 40).kwargs
     assert [k for k, _ in seen] == ["_recurrent_kernel"]
     kwargs = seen[0][1]

@@ -9,8 +9,8 @@ import torch
 
 import chunkproof.kernels as G
 from chunkproof.codegen import fla_api
-from chunkproof.fuzz.cases import VARIANTS, log_gates, make_inputs, module
-from chunkproof.fuzz.reference import rel_rms
+from chunkproof.fuzz.cases import VARIANTS, kernel, log_gates, make_inputs, module
+from chunkproof.fuzz.reference import recurrence, rel_rms
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -76,9 +76,13 @@ def test_head_first_shape_warns_and_a_proper_one_does_not():
 def test_the_docs_table_lists_every_keyword():
     with open(os.path.join(ROOT, "docs", "fla_api.md"), encoding="utf-8") as f:
         text = f.read()
-    for func, kws in fla_api.KEYWORDS.items():
+    for func, kws in list(fla_api.KEYWORDS.items()) + list(fla_api.RECURRENT_KEYWORDS.items()):
         for k in kws:
             assert f"| `{func}` | `{k.name}` | `{k.default!r}` |" in text, (func, k.name)
+    for func, params in fla_api.PARAMS.items():
+        for p in params:
+            if p.arg != p.name or p.none:
+                assert f"| `{func}` | `{p.name}` |" in text, (func, p.name)
 
 
 def _fwd_bwd(fn, args, **kw):
@@ -241,3 +245,43 @@ def test_gate_in_kernel_mistakes_are_named():
         fn(*args, use_gate_in_kernel=True, A_log=torch.zeros(2), dt_bias=torch.zeros(4))
     with pytest.raises(TypeError, match="unexpected keyword argument 'lower_bound'"):
         fn(*args, use_gate_in_kernel=True, lower_bound=-3.0)     # KDA's, not Gated DeltaNet's
+
+
+@pytest.mark.parametrize("name", [n for n in VARIANTS if _has(n, "disable_recompute")])
+def test_disable_recompute_keeps_the_forward_tiles_and_gives_the_same_gradients(name):
+    fn = kernel(name)
+    args, _, h0 = make_inputs(name, 1, 40, 2, 16, 16, seed=11, h0=True)
+    kept, recomputed = _grads(fn, args, h0, disable_recompute=True), _grads(fn, args, h0)
+    for a, b in zip(kept, recomputed):
+        assert rel_rms(a, b) < 1e-6, name
+
+
+@pytest.mark.parametrize("v_first", [False, True])
+def test_return_intermediate_states_are_the_recurrences_states_at_each_chunk_start(v_first):
+    args, ref, h0 = make_inputs("kda", 2, 70, 2, 16, 24, seed=12, h0=True)
+    kw = dict(chunk_size=32, output_final_state=True, state_v_first=v_first)
+    h_in = h0.transpose(-1, -2) if v_first else h0
+    with torch.inference_mode():
+        o, ht, h = G.chunk_kda(*args, initial_state=h_in, return_intermediate_states=True, **kw)
+    o2, ht2 = G.chunk_kda(*args, initial_state=h_in, **kw)
+    assert torch.equal(o, o2) and torch.equal(ht, ht2)
+    assert h.shape == (2, 3, 2) + ((24, 16) if v_first else (16, 24)) and h.dtype == args[0].dtype
+    for c, start in enumerate((0, 32, 64)):
+        _, rh = recurrence("kda", initial_state=h0, **{n: t[:, :start] if t.dim() >= 3 else t for n, t in ref.items()}) \
+            if start else (None, h0.double())
+        got = h[:, c].transpose(-1, -2) if v_first else h[:, c]
+        assert rel_rms(got, rh) < 1e-5, (c, rel_rms(got, rh))
+    leaves = [a.detach().requires_grad_() for a in args]
+    with pytest.raises(ValueError, match=r"chunk_kda: return_intermediate_states=True returns states with no "
+                                         r"gradient: call it under torch.no_grad\(\)"):
+        G.chunk_kda(*leaves, return_intermediate_states=True)
+
+
+def test_dplr_gate_promises_are_accepted_and_checked():
+    args, _, _ = make_inputs("dplr_delta_rule", 1, 20, 2, 16, 16, seed=13)
+    plain = G.chunk_dplr_delta_rule(*args)[0]
+    for kw in (dict(safe_gate=True), dict(lower_bound=-30.0), dict(safe_gate=True, lower_bound=-30.0)):
+        assert torch.equal(G.chunk_dplr_delta_rule(*args, **kw)[0], plain), kw
+    with pytest.raises(ValueError, match=r"lower_bound=0.5 \(gates promised >= lower_bound .*\): chunkproof "
+                                         r"supports lower_bound in a negative number"):
+        G.chunk_dplr_delta_rule(*args, lower_bound=0.5)

@@ -5,8 +5,7 @@ chunk with a partial one."""
 import pytest
 import torch
 
-from chunkproof.codegen.fla_api import recurrent_name
-from chunkproof.fuzz.cases import VARIANTS, kernel, make_inputs, module
+from chunkproof.fuzz.cases import VARIANTS, kernel, make_inputs, module, recurrent
 from chunkproof.fuzz.reference import grad_errors, recurrence, reference_grads, rel_rms
 
 
@@ -28,5 +27,5 @@ def test_largest_head_sizes_match_the_recurrence(name, K, V):
     want = reference_grads(name, ref, do.double(), dht.double(), initial_state=h0)
     for n, e in grad_errors({k: got[k] for k in want}, want, ref).items():
         assert e < (1e-3 if n in ("g", "gk", "w", "beta") else 1e-4), (name, n, e)
-    o2, ht2 = getattr(m, recurrent_name(chunk.__name__))(*args, initial_state=h0, output_final_state=True)
+    o2, ht2 = recurrent(name)(*args, initial_state=h0, output_final_state=True)
     assert rel_rms(o2, ro) < 1e-4 and rel_rms(ht2, rh) < 1e-4, name

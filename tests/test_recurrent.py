@@ -8,15 +8,13 @@ import pytest
 import torch
 
 from chunkproof.codegen import recurrent
-from chunkproof.codegen.fla_api import recurrent_name
-from chunkproof.fuzz.cases import VARIANTS, kernel, make_inputs, module
-from chunkproof.fuzz.reference import recurrence, rel_rms
+from chunkproof.fuzz.cases import VARIANTS, kernel, make_inputs, module, recurrent as recurrent_form
+from chunkproof.fuzz.reference import grad_errors, recurrence, reference_grads, rel_rms
 
 
 def _fns(name):
     """(chunk function, its recurrent form)."""
-    chunk = kernel(name)
-    return chunk, getattr(module(name), recurrent_name(chunk.__name__))
+    return kernel(name), recurrent_form(name)
 
 
 def _grads(fn, args, h0, **kw):
@@ -69,13 +67,51 @@ def test_decoding_token_by_token_equals_one_call(name):
     assert torch.equal(torch.cat(outs, dim=1), o) and torch.equal(state, ht)
 
 
-def test_reverse_is_refused_by_name():
-    args, _, _ = make_inputs("gla", 1, 8, 2, 16, 16, seed=0)
-    _, rec = _fns("gla")
-    rec(*args, reverse=False)
-    with pytest.raises(ValueError, match=r"reverse=True \(the recurrence run from the last token to the first\) "
-                                         r"is not supported by chunkproof yet"):
-        rec(*args, reverse=True)
+def _flip(x):
+    """Tokens in reverse order (x [B, T, ...]; a per-head parameter stays)."""
+    return x.flip(1) if x is not None and x.dim() >= 3 else x
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_reverse_is_the_recurrence_over_the_tokens_reversed(name):
+    # FLA's reverse: token T - 1 first.  Held to the fp64 recurrence of the reversed
+    # tokens (outputs, final state, every gradient)
+    args, ref, h0 = make_inputs(name, 2, 37, 2, 16, 24, seed=9, h0=True)
+    leaves = [a.detach().requires_grad_() for a in args]
+    h = h0.detach().requires_grad_()
+    o, ht = recurrent_form(name)(*leaves, initial_state=h, output_final_state=True, reverse=True)
+    gen = torch.Generator().manual_seed(5)
+    do, dht = torch.randn(o.shape, generator=gen), torch.randn(ht.shape, generator=gen)
+    ((o * do).sum() + (ht * dht).sum()).backward()
+    rev = {n: _flip(t) for n, t in ref.items()}
+    ro, rh = recurrence(name, initial_state=h0, **rev)
+    assert rel_rms(_flip(o), ro) < 1e-5 and rel_rms(ht, rh) < 1e-5, name
+    names = [{"gk": "g"}.get(n, n) for n, _ in module(name).ARGS]
+    got = dict(zip(names, [_flip(x.grad) for x in leaves]), initial_state=h.grad)
+    want = reference_grads(name, rev, _flip(do).double(), dht.double(), initial_state=h0)
+    for n, e in grad_errors({k: got[k] for k in want}, want, rev).items():
+        assert e < 1e-4, (name, n, e)
+
+
+@pytest.mark.parametrize("name", ["gla", "dplr_delta_rule", "rwkv6"])
+def test_reverse_on_packed_sequences_reverses_each_sequence(name):
+    lens = [5, 0, 30, 2]
+    args, _, _ = make_inputs(name, 1, sum(lens) + 3, 2, 16, 16, seed=10)
+    h0 = torch.randn(len(lens), 2, 16, 16, generator=torch.Generator().manual_seed(6))
+    cu = torch.tensor([0] + torch.tensor(lens).cumsum(0).tolist(), dtype=torch.int32)
+    rec = recurrent_form(name)
+    leaves = [a.detach().requires_grad_() for a in args]
+    o, ht = rec(*leaves, initial_state=h0, output_final_state=True, cu_seqlens=cu, reverse=True)
+    o.square().sum().backward()
+    assert torch.count_nonzero(o[:, sum(lens):]) == 0
+    assert all(torch.count_nonzero(x.grad[:, sum(lens):]) == 0 for x in leaves if x.dim() >= 3)
+    for i, (bos, eos) in enumerate(zip(cu.tolist(), cu.tolist()[1:])):
+        if bos == eos:
+            assert torch.equal(ht[i], h0[i]), (name, i)       # an empty sequence keeps its state
+            continue
+        one = [a[:, bos:eos] if a.dim() >= 3 else a for a in args]
+        o1, h1 = rec(*one, initial_state=h0[i:i + 1], output_final_state=True, reverse=True)
+        assert torch.equal(o[:, bos:eos], o1) and torch.equal(ht[i:i + 1], h1), (name, i)
 
 
 def test_a_step_outside_the_algebra_is_refused_by_name():
@@ -102,3 +138,41 @@ def test_gpu_recurrent_form_is_the_chunk_function(name):
     ro, rh = recurrence(name, initial_state=h0, **ref)
     assert rel_rms(o1, ro) < 1e-4 and rel_rms(h1, rh) < 1e-4, name
     assert rel_rms(o1, o2.double()) < 1e-4 and rel_rms(h1, h2.double()) < 1e-4, name
+
+
+def _keyword_calls(m):
+    """Each supported keyword of the module's recurrent form (other than cu_seqlens and reverse, tested
+    above), as the keywords of a call that uses it."""
+    HV = 2
+    calls = {"use_qk_l2norm_in_kernel": dict(use_qk_l2norm_in_kernel=True),
+             "use_beta_sigmoid_in_kernel": dict(use_beta_sigmoid_in_kernel=True),
+             "allow_neg_eigval": dict(use_beta_sigmoid_in_kernel=True, allow_neg_eigval=True),
+             "use_gate_in_kernel": dict(use_gate_in_kernel=True, A_log=torch.randn(HV)),
+             "A_log": dict(use_gate_in_kernel=True, A_log=torch.randn(HV)),
+             "dt_bias": dict(use_gate_in_kernel=True, A_log=torch.randn(HV), dt_bias=torch.randn(HV * 16)),
+             "lower_bound": dict(use_gate_in_kernel=True, lower_bound=-5.0),
+             "state_v_first": dict(state_v_first=True)}
+    names = [k[0] for k in getattr(m, "RECURRENT_KEYWORDS") if k[3]]
+    return [(n, calls[n]) for n in names if n in calls]
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_every_recurrent_keyword_is_the_chunk_functions(name):
+    m = module(name)
+    args, _, h0 = make_inputs(name, 1, 20, 2, 16, 16, seed=14, h0=True)
+    if name == "kda":
+        args = list(args)
+        args[3] = torch.randn(args[3].shape, generator=torch.Generator().manual_seed(1))   # raw gates
+    chunk, rec = _fns(name)
+    assert _keyword_calls(m) or name in ("dplr_delta_rule", "rwkv6"), name
+    for kw_name, kw in _keyword_calls(m):
+        if name == "gated_delta_rule" and "dt_bias" in kw:
+            kw = dict(kw, dt_bias=kw["dt_bias"][:2])       # a gate per head
+        if kw_name == "state_v_first":           # states given and returned [N, H, V, K]
+            got = rec(*args, initial_state=h0.transpose(-1, -2), output_final_state=True, **kw)
+            got = got[0], got[1].transpose(-1, -2)
+            kw = {}
+        else:
+            got = rec(*args, initial_state=h0, output_final_state=True, **kw)
+        want = chunk(*args, initial_state=h0, output_final_state=True, **kw)
+        assert rel_rms(got[0], want[0].double()) < 1e-5 and rel_rms(got[1], want[1].double()) < 1e-5, (name, kw_name)

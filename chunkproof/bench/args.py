@@ -72,3 +72,39 @@ def dtype(name):
     if name not in DTYPES:
         raise ValueError(f"unknown dtype {name!r}; choose from {', '.join(DTYPES)}")
     return DTYPES[name]
+
+
+def device(name):
+    """'cuda' or 'cpu' for a GPU benchmark script: cpu sets TRITON_INTERPRET=1 (Triton's
+    interpreter: the path is exercised, times mean nothing), which must come before
+    triton is imported."""
+    import os
+    if name == "cpu":
+        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+            raise ValueError("triton was imported without TRITON_INTERPRET=1; --device cpu needs it first")
+        os.environ["TRITON_INTERPRET"] = "1"
+    elif not torch.cuda.is_available():
+        raise ValueError("no CUDA device here; --device cpu runs the interpreter")
+    return name
+
+
+def run_meta(device_name, **more):
+    """What every result file records: the device, torch, Triton, the date."""
+    import datetime
+    return dict(device=torch.cuda.get_device_name() if device_name == "cuda" else
+                "cpu (interpreter: times mean nothing)", torch=torch.__version__,
+                triton=__import__("triton").__version__, **more, date=datetime.date.today().isoformat())
+
+
+def write_rows(folder, stem, meta, rows, table):
+    """folder/stem.json (meta and rows) and folder/stem.md (meta and the table), written
+    whole each time: a run cut short keeps what it measured.  No folder: nothing."""
+    import json
+    import os
+    if not folder:
+        return
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"{stem}.json"), "w") as f:
+        json.dump(dict(meta=meta, rows=rows), f, indent=1)
+    with open(os.path.join(folder, f"{stem}.md"), "w") as f:
+        f.write(f"{meta}\n\n{table}\n")

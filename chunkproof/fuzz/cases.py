@@ -28,6 +28,21 @@ def kernel(name):
     return getattr(module(name), API[name])
 
 
+def recurrent(name):
+    """The recurrent form of ``name``'s kernel, called with the tensors in ARGS order:
+    bound by keyword to FLA's parameter names (RECURRENT_PARAMS), which differ from the
+    chunk function's in name or order for some ops (fused_recurrent_gla's gk)."""
+    from chunkproof.codegen.fla_api import recurrent_name
+    m = module(name)
+    fn = getattr(m, recurrent_name(API[name]))
+    by_arg = {p[1]: p[0] for p in m.RECURRENT_PARAMS if p[1] is not None and not p[4]}
+
+    def call(*tensors, **kw):
+        return fn(**{by_arg[n]: t for (n, _), t in zip(m.ARGS, tensors)}, **kw)
+    call.__name__ = fn.__name__
+    return call
+
+
 def _gates(shape, regime, r, gen):
     if regime == "typical":
         return F.logsigmoid(r(*shape))

@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from .cases import module, kernel
+from .cases import kernel, module, recurrent
 from .example import DTYPES, Example
 from .reference import SCALE_TERMS, grad_errors, recurrence, reference_grads, rel_rms
 
@@ -363,10 +363,9 @@ def packed_sequences(ex):
 def recurrent_form(ex):
     # fused_recurrent_<op> (the recurrent kernel printed from the recurrence, token by
     # token) equals the chunk function on the same inputs, forward and backward
-    from chunkproof.codegen.fla_api import recurrent_name
     args, _, state = ex.inputs()
     do, dht = cotangents(ex)
-    rec = getattr(module(ex.variant), recurrent_name(kernel(ex.variant).__name__))
+    rec = recurrent(ex.variant)
     got = run_grad(ex, args, state, do, dht, poison=True, fn=rec)
     want = run_grad(ex, args, state, do, dht)
     return _same_call(ex, got, want, args, "the recurrent form vs the chunk function")
