@@ -1,14 +1,15 @@
-"""Where the forward time goes: device time per launched kernel, ours (one row per TILING
-configuration) and optionally FLA's, under torch.profiler on the GPU.
+"""Where the time goes: device time per launched kernel, ours (one row per TILING
+configuration) and optionally FLA's, under torch.profiler on the GPU, of the forward or
+(--mode fwd+bwd) the forward and backward of L = <dO, O> + <dS_T, S_T> with an initial state.
 
-    python benchmarks/profile_kernels.py --out $OUT/profile.md \
+    python benchmarks/profile_kernels.py --out $OUT/profile.md [--mode fwd+bwd] \
         [--variants gla,kda] [--configs "KEY=VALUE;KEY=VALUE,KEY2=VALUE2"] [--fla gated_delta_rule]
 
 A config is a comma-separated list of TILING overrides (JSON values, else the bare
 word); configs are separated by ';'; the empty config is the module's own TILING (the
 default: one row).  Each (variant, config) gets its total time (do_bench median) and, per
 kernel, the launches per call and the mean device time per call.  Inputs:
-chunkproof.bench.inputs at the same shape (no initial state)."""
+chunkproof.bench.inputs at the same shape (the forward alone: no initial state)."""
 import sys
 import time
 
@@ -37,6 +38,7 @@ def parse(argv):
     p.add_argument("--shape", default="4,4096,16,128", help="B,T,H,D")
     p.add_argument("--dtype", default="bf16")
     p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--mode", choices=["fwd", "fwd+bwd"], default="fwd")
     p.add_argument("--budget", type=float, default=1e9, help="stop starting new configs after this many seconds")
     a = p.parse_args(argv)
     a.variants = A.variants(a.variants)
@@ -61,7 +63,7 @@ def main(argv=None):
     B, T, H, D = a.shape
     scale = D ** -0.5
     t0 = time.time()
-    parts = [f"# Forward kernel profile\n\n- GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; "
+    parts = [f"# Kernel profile, {a.mode}\n\n- GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; "
              f"shape (B, T, H, D) = ({B}, {T}, {H}, {D}) {a.dtype}; {a.iters} profiled calls\n"]
 
     def write():
@@ -70,8 +72,14 @@ def main(argv=None):
                 f.write("\n".join(parts))
 
     for variant in a.variants:
-        x = inputs.fla_inputs(variant, B, T, H, D, a.torch_dtype, torch.float32, "cuda", seed=0)
+        x = inputs.bench_inputs(variant, B, T, H, D, a.torch_dtype, torch.float32, "cuda", seed=0)
+        h0, do, dht = inputs.cotangents(B, T, H, D, D, a.torch_dtype, "cuda")
         mod, fn = calls.ours(variant)
+
+        def run(f):
+            if a.mode == "fwd":
+                return lambda: calls.forward(f, x, None, scale)
+            return lambda: calls.fwd_bwd(f, x, h0, do, dht, scale)
         parts.append(f"## {variant}\n")
         for text, cfg in a.configs:
             label = f"ours [{text or 'defaults'}]"
@@ -80,7 +88,7 @@ def main(argv=None):
                 break
             try:
                 with tiling.applied(mod, cfg):
-                    call = lambda: calls.forward(fn, x, None, scale)  # noqa: E731
+                    call = run(fn)
                     t = time.time()
                     rows = timing.kernel_times(call, a.iters)
                     ms = timing.median_ms(call, True, 1, 50, 200)
@@ -92,7 +100,7 @@ def main(argv=None):
         if variant in a.fla:
             try:
                 f = fla.load(variant)
-                call = lambda: calls.forward(f, x, None, scale)  # noqa: E731
+                call = run(f)
                 rows = timing.kernel_times(call, a.iters)
                 ms = timing.median_ms(call, True, 1, 50, 200)
                 parts.append(section(f"FLA {fla.version()} ({fla.ENTRY[variant][0]}; backend "

@@ -176,3 +176,22 @@ def test_every_recurrent_keyword_is_the_chunk_functions(name):
             got = rec(*args, initial_state=h0, output_final_state=True, **kw)
         want = chunk(*args, initial_state=h0, output_final_state=True, **kw)
         assert rel_rms(got[0], want[0].double()) < 1e-5 and rel_rms(got[1], want[1].double()) < 1e-5, (name, kw_name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", VARIANTS)
+def test_gpu_reverse_and_packed_recurrent_form(name):
+    # fp32 on the GPU: reverse against the fp64 recurrence of the reversed tokens, and a
+    # packed batch against its sequences one call each
+    import os
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.fail("pytest -m gpu needs CUDA and TRITON_INTERPRET unset")
+    args, ref, h0 = make_inputs(name, 2, 200, 4, 128, 64, seed=9, device="cuda", h0=True)
+    rec = recurrent_form(name)
+    o, ht = rec(*args, initial_state=h0, output_final_state=True, reverse=True)
+    ro, rh = recurrence(name, initial_state=h0, **{n: _flip(t) for n, t in ref.items()})
+    assert rel_rms(_flip(o), ro) < 1e-4 and rel_rms(ht, rh) < 1e-4, name
+    flat = [a.reshape(1, 400, *a.shape[2:]) if a.dim() >= 3 else a for a in args]
+    cu = torch.tensor([0, 200, 400], dtype=torch.int32, device="cuda")
+    o2, ht2 = rec(*flat, initial_state=h0, output_final_state=True, cu_seqlens=cu, reverse=True)
+    assert torch.equal(o2.reshape(o.shape), o) and torch.equal(ht2, ht), name
