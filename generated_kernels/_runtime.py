@@ -246,6 +246,15 @@ def _masked_mix(x, y, f, g, KIND: tl.constexpr, m_mid, BT: tl.constexpr,
     return p
 
 
+@functools.lru_cache(maxsize=None)
+def gpu_sms(device):
+    """The streaming multiprocessors of a CUDA device; 0 elsewhere (the interpreter)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return 0
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def kernel_types(dtype, device, dots, gated=None):
     """The constexprs of one kernel's product types: ``dots`` the kernel family's type
     of products with a computed tile (TILING forward_dots, reverse_dots, gradv_dots,
@@ -726,9 +735,11 @@ def unused_rows(seqs, T):
     return seqs is not None and seqs.total < T
 
 
-def check_args(func, spec, tensors, scale, initial_state, output_final_state, opts=None):
+def check_args(func, spec, tensors, scale, initial_state, output_final_state, opts=None, warn_head_first=True):
     """Shapes, dtypes and devices; with ``opts`` FLA's cu_seqlens (sequences): then the
     offsets are read to the host (a synchronisation) unless cu_seqlens_cpu is given.
+    T < H warns of head-first input unless ``warn_head_first`` is False (the recurrent
+    forms: one decoding step is T = 1).
     Returns the contiguous tensors, the scale, the initial state and the Sequences
     (None without cu_seqlens)."""
     named = dict(zip([n for n, _ in spec], tensors))
@@ -754,7 +765,7 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state, op
             _fail(func, f"{name} must be {_shape_doc(kind, HV != H)} = {list(want[kind])}, got {list(t.shape)}")
     if T < 1 or B < 1 or H < 1:
         _fail(func, f"q has an empty dimension: shape {tuple(q.shape)}")
-    if T < H:
+    if T < H and warn_head_first:
         warnings.warn(f"{func}: q of shape {list(q.shape)} is read as [B, T, H, K] with T = {T} < H = {H}; "
                       f"head-first input [B, H, T, K] must be transposed to [B, T, H, K] first", stacklevel=3)
     for d, n in ((K, "K (q.shape[-1])"), (V, "V (v.shape[-1])")):

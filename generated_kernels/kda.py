@@ -15,8 +15,8 @@ import triton.language as tl
 from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _fail, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, bind_params,
     block_sizes, check_args, check_grads, check_keywords, effective_tiling, explains_resources, flip_time,
-    input_options, kernel_types, needs_grad, refuse_grad, sequence_offsets, sequence_tables, state_layout_in,
-            state_layout_out, unused_rows)
+    gpu_sms, input_options, kernel_types, needs_grad, refuse_grad, sequence_offsets, sequence_tables,
+    state_layout_in, state_layout_out, unused_rows)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
@@ -1092,11 +1092,17 @@ def _recurrent_kernel(q, k, v, g, beta, o, h0, ht, scale, T, H, HQ, cu,
         tl.store(ht + i_bh.to(tl.int64) * K * V + p_s, b_s, mask=m_s)
 
 
-def recurrent_spec(dtype, device, K, V, varlen=False, reverse=False):
-    """The recurrent kernel's Launch for head sizes K and V (its launch code takes its
-    constexprs, warps and stages from here; benchmarks/compile_check.py compiles it)."""
+def recurrent_spec(dtype, device, K, V, varlen=False, reverse=False, pairs=None):
+    """The recurrent kernel's Launch for head sizes K and V and ``pairs`` (sequence, head)
+    programs per V block (its launch code takes its constexprs, warps and stages from
+    here; benchmarks/compile_check.py compiles it)."""
     BK, BV_full = max(16, triton.next_power_of_2(K)), max(16, triton.next_power_of_2(V))
     BV = min(BV_full, max(16, 8192 // BK))      # the state tile: at most 8192 fp32 values
+    # tokens are serial: a grid of fewer programs than twice the SMs waits on the latency
+    # of each step, so the V blocks narrow (to 16) until it fills the GPU
+    sms = gpu_sms(device)
+    while pairs and BV > 16 and triton.cdiv(V, BV) * pairs < 2 * sms:
+        BV //= 2
     return Launch("_recurrent_kernel", dict(K=K, V=V, BK=BK, BV=BV, VARLEN=varlen, REVERSE=reverse), 4, 1)
 
 
@@ -1105,8 +1111,8 @@ def _recurrent_forward(q, k, v, g, beta, scale, initial_state, output_final_stat
     ``reverse``, of each sequence's tokens from its last to its first)."""
     B, T, HQ, K = q.shape
     H, V = v.shape[2], v.shape[-1]
-    spec = recurrent_spec(q.dtype, q.device, K, V, seqs is not None, reverse)
     NS, cu = sequence_offsets(seqs, B, q)
+    spec = recurrent_spec(q.dtype, q.device, K, V, seqs is not None, reverse, NS * H)
     # rows after cu_seqlens[-1] are in no sequence: their outputs are 0
     o = torch.zeros_like(v) if unused_rows(seqs, T) else torch.empty_like(v)
     ht = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
@@ -1158,7 +1164,8 @@ def fused_recurrent_kda(q, k, v, g, beta, A_log=None, dt_bias=None, scale=None, 
                           "output_final_state"], RECURRENT_KEYWORDS, kwargs)
     initial_state, v_first = state_layout_in("fused_recurrent_kda", initial_state, opts)
     (q, k, v, g, beta), scale, initial_state, seqs = check_args(
-        "fused_recurrent_kda", ARGS, (q, k, v, g, beta), scale, initial_state, output_final_state, opts)
+        "fused_recurrent_kda", ARGS, (q, k, v, g, beta), scale, initial_state, output_final_state, opts,
+        warn_head_first=False)
     q, k, v, g, beta, = input_options("fused_recurrent_kda", ARGS, (q, k, v, g, beta), opts)
     reverse = bool(opts.get("reverse"))
     if needs_grad((q, k, v, g, beta), initial_state):
