@@ -250,7 +250,7 @@ def _masked_mix(x, y, f, g, KIND: tl.constexpr, m_mid, BT: tl.constexpr,
 def gpu_sms(device):
     """The streaming multiprocessors of a CUDA device; 0 elsewhere (the interpreter)."""
     device = torch.device(device)
-    if device.type != "cuda":
+    if device.type != "cuda" or not torch.cuda.is_available():
         return 0
     return torch.cuda.get_device_properties(device).multi_processor_count
 

@@ -1100,8 +1100,7 @@ def recurrent_spec(dtype, device, K, V, varlen=False, reverse=False, pairs=None)
     BV = min(BV_full, max(16, 8192 // BK))      # the state tile: at most 8192 fp32 values
     # tokens are serial: a grid of fewer programs than twice the SMs waits on the latency
     # of each step, so the V blocks narrow (to 16) until it fills the GPU
-    sms = gpu_sms(device)
-    while pairs and BV > 16 and triton.cdiv(V, BV) * pairs < 2 * sms:
+    while pairs and BV > 16 and triton.cdiv(V, BV) * pairs < 2 * gpu_sms(device):
         BV //= 2
     return Launch("_recurrent_kernel", dict(K=K, V=V, BK=BK, BV=BV, VARLEN=varlen, REVERSE=reverse), 4, 1)
 
