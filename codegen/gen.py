@@ -16,7 +16,7 @@ from .variants import VARIANTS, Variant
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.join(os.path.dirname(HERE), "generated_kernels")
-MAX_HEAD_DIM = 256
+MAX_HEAD_DIM = 512
 MAX_LINE = 120
 K_BLOCK = 32          # the K block of a K-blocked gradient kernel, where the tiling states none
 

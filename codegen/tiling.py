@@ -48,6 +48,10 @@ def _describe(allowed):
     return _RULES[allowed][1]
 
 
+# the chunk and V blocks for K or V over 256 (Tiling.for_inputs)
+HUGE = 32
+
+
 @dataclass(frozen=True)
 class Tiling:
     """Every key is stated for every variant; nothing falls back to another key."""
@@ -113,10 +117,17 @@ class Tiling:
                              f"(the keys: {', '.join(self.keys())})")
         return dataclasses.replace(self, **changes)
 
-    def for_inputs(self, fp32, wide):
+    def for_inputs(self, fp32, wide, huge=False):
         """The tiling the kernels run with: fp32 inputs (``wide``: K or V over 128) take
-        the fp32 chunk size, V block and stages, as their products stage twice the bytes."""
-        if not fp32:
-            return self
-        return dataclasses.replace(self, BT=self.fp32_BT, BV=self.fp32_wide_BV if wide else self.fp32_BV,
-                                   scan_stages=self.fp32_stages, out_stages=self.fp32_stages)
+        the fp32 chunk size, V block and stages, as their products stage twice the bytes;
+        K or V over 256 (``huge``) halves the chunk and the V blocks down to HUGE, as a
+        whole K row is one block (benchmarks/compile_check.py at K = V = 512: 206-344 KB
+        of shared memory per program at 64, 100-135 KB at 32, the H200 has 227 KB)."""
+        t = self
+        if fp32:
+            t = dataclasses.replace(t, BT=t.fp32_BT, BV=t.fp32_wide_BV if wide else t.fp32_BV,
+                                    scan_stages=t.fp32_stages, out_stages=t.fp32_stages)
+        if huge:
+            cap = HUGE // 2 if fp32 else HUGE
+            t = dataclasses.replace(t, BT=min(t.BT, cap), BV=min(t.BV, cap), grad_BV=min(t.grad_BV, cap))
+        return t

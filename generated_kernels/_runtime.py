@@ -15,7 +15,7 @@ import triton.language as tl
 
 from chunkproof.codegen.tiling import DOTS, Tiling  # noqa: F401 - the schema the generator validated
 
-MAX_HEAD_DIM = 256
+MAX_HEAD_DIM = 512
 
 _DTYPES = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 # HV: the value heads (grouped value attention: HV = G * H, FLA's GVA); q and k have H
@@ -268,7 +268,7 @@ def kernel_types(dtype, device, dots, gated=None):
 
 def effective_tiling(tiling, dtype, K, V):
     """The tiling the kernels run with for these inputs (Tiling.for_inputs)."""
-    return tiling.for_inputs(dtype == torch.float32, max(K, V) > 128)
+    return tiling.for_inputs(dtype == torch.float32, max(K, V) > 128, max(K, V) > 256)
 
 
 def block_sizes(K, V, chunk_size, bv):

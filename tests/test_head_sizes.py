@@ -1,7 +1,8 @@
-"""Head sizes up to 256 (issue 18 item 3: every variant to FLA's largest, MAX_HEAD_DIM):
-the chunk function, forward and backward, and its recurrent form at K = V = 256 and at
-K != V (256 and 160: padded V blocks), against the fp64 recurrence, fp32, T over one
-chunk with a partial one."""
+"""Head sizes up to 512 (issue 18 item 3: every variant to FLA's largest, 256, and GLA's
+test sizes 320 and 512; MAX_HEAD_DIM): the chunk function, forward and backward, and its
+recurrent form at K = V = 256, at K != V (256 and 160: padded V blocks) and at K = V =
+320 and 512 (the huge tiling: Tiling.for_inputs), against the fp64 recurrence, fp32, T
+over one chunk with a partial one."""
 import pytest
 import torch
 
@@ -10,7 +11,7 @@ from chunkproof.fuzz.reference import grad_errors, recurrence, reference_grads, 
 
 
 @pytest.mark.parametrize("name", VARIANTS)
-@pytest.mark.parametrize("K, V", [(256, 256), (160, 256)])
+@pytest.mark.parametrize("K, V", [(256, 256), (160, 256), (320, 320), (512, 512)])
 def test_largest_head_sizes_match_the_recurrence(name, K, V):
     m, chunk = module(name), kernel(name)
     args, ref, h0 = make_inputs(name, 1, 40, 1, K, V, seed=2, h0=True)
@@ -29,3 +30,28 @@ def test_largest_head_sizes_match_the_recurrence(name, K, V):
         assert e < (1e-3 if n in ("g", "gk", "w", "beta") else 1e-4), (name, n, e)
     o2, ht2 = recurrent(name)(*args, initial_state=h0, output_final_state=True)
     assert rel_rms(o2, ro) < 1e-4 and rel_rms(ht2, rh) < 1e-4, name
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("B, T, H, D, dtype", [(1, 128, 4, 512, torch.bfloat16), (1, 64, 2, 320, torch.float16)])
+def test_gpu_huge_heads(name, B, T, H, D, dtype):
+    # FLA's GLA test_chunk sizes over 256 (tests/ops/test_gla.py) on the GPU: forward and
+    # backward against the fp64 recurrence at the fuzz campaign's 16-bit tolerances
+    import os
+    from chunkproof.fuzz.properties import GATE_GRADS
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.fail("pytest -m gpu needs CUDA and TRITON_INTERPRET unset")
+    args, ref, h0 = make_inputs(name, B, T, H, D, D, seed=3, dtype=dtype, device="cuda", h0=True)
+    leaves = [a.detach().requires_grad_() for a in args]
+    o, ht = kernel(name)(*leaves, initial_state=h0, output_final_state=True)
+    gen = torch.Generator().manual_seed(5)
+    do, dht = torch.randn(o.shape, generator=gen).to(o), torch.randn(ht.shape, generator=gen).to(ht)
+    ((o * do).float().sum() + (ht * dht).sum()).backward()
+    ro, rh = recurrence(name, initial_state=h0, **ref)
+    assert rel_rms(o, ro) < 5e-2 and rel_rms(ht, rh) < 5e-2, (name, rel_rms(o, ro), rel_rms(ht, rh))
+    names = [{"gk": "g"}.get(n, n) for n, _ in module(name).ARGS]
+    got = dict(zip(names, [x.grad for x in leaves]))
+    want = reference_grads(name, ref, do.double(), dht.double(), initial_state=h0)
+    for n, e in grad_errors({k: got[k] for k in want if k in got}, {k: want[k] for k in want if k in got}, ref).items():
+        assert e < (5e-1 if n in GATE_GRADS else 5e-2), (name, n, e)

@@ -20,8 +20,8 @@ def _gla(**over):
     (dict(q=torch.randn(8, 2, 16)), ["q must be [B, T, H, K]", "3-d"]),
     (dict(k=torch.randn(1, 8, 2, 16, dtype=torch.float64)), ["k has dtype torch.float64", "q has torch.float32"]),
     (dict(q=torch.randn(1, 8, 2, 16).to(torch.int32)), ["q has dtype torch.int32"]),
-    (dict(q=torch.randn(1, 8, 2, 300), k=torch.randn(1, 8, 2, 300), g=torch.randn(1, 8, 2, 300)),
-     ["head size K", "300", "256"]),
+    (dict(q=torch.randn(1, 8, 2, 600), k=torch.randn(1, 8, 2, 600), g=torch.randn(1, 8, 2, 600)),
+     ["head size K", "600", "512"]),
     (dict(g=[1, 2]), ["g must be a torch.Tensor"]),
 ])
 def test_gla_bad_tensors(over, words):
@@ -95,6 +95,11 @@ def test_fp32_tiling_overrides():
     wide = effective_tiling(m.TILING, torch.float32, 256, 64)
     assert base == m.TILING and f32.BV == m.TILING.fp32_BV and f32.BT == 32
     assert f32.scan_stages == f32.out_stages == 1 and wide.BV == m.TILING.fp32_wide_BV
+    # K or V over 256: a whole K row is one block, so chunks and V blocks halve (HUGE)
+    from chunkproof.codegen.tiling import HUGE
+    huge, huge32 = effective_tiling(m.TILING, torch.bfloat16, 512, 320), effective_tiling(m.TILING, torch.float32, 320, 64)
+    assert (huge.BT, huge.BV, huge.grad_BV) == (HUGE, HUGE, HUGE) and huge32.BT == huge32.BV == HUGE // 2
+    assert effective_tiling(m.TILING, torch.bfloat16, 256, 256) == m.TILING
 
 
 def test_out_of_resources_names_the_function_and_the_knobs(monkeypatch):
