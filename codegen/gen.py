@@ -17,6 +17,9 @@ from .variants import VARIANTS, Variant
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.join(os.path.dirname(HERE), "generated_kernels")
 MAX_HEAD_DIM = 512
+# the largest head size a GPU run has passed (docs/measurements.md); over it, the
+# interpreter only
+GPU_MAX_HEAD_DIM = 256
 MAX_LINE = 120
 K_BLOCK = 32          # the K block of a K-blocked gradient kernel, where the tiling states none
 
@@ -137,7 +140,8 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
     names every such variant."""
     env = _env()
     variants = variants or VARIANTS
-    runtime = env.get_template("runtime.py.j2").render(max_head_dim=MAX_HEAD_DIM, grouped_names=repr(fla_api.GROUPED))
+    runtime = env.get_template("runtime.py.j2").render(max_head_dim=MAX_HEAD_DIM, gpu_max_head_dim=GPU_MAX_HEAD_DIM,
+                                                        grouped_names=repr(fla_api.GROUPED))
     files, stale_names = {}, []
     for v in variants:
         if progress:

@@ -16,6 +16,7 @@ import triton.language as tl
 from chunkproof.codegen.tiling import DOTS, Tiling  # noqa: F401 - the schema the generator validated
 
 MAX_HEAD_DIM = 512
+GPU_MAX_HEAD_DIM = 256
 
 _DTYPES = {torch.float32: tl.float32, torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}
 # HV: the value heads (grouped value attention: HV = G * H, FLA's GVA); q and k have H
@@ -771,6 +772,9 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state, op
     for d, n in ((K, "K (q.shape[-1])"), (V, "V (v.shape[-1])")):
         if d > MAX_HEAD_DIM:
             _fail(func, f"head size {n} = {d} is over the supported limit {MAX_HEAD_DIM}")
+        if d > GPU_MAX_HEAD_DIM and q.device.type == "cuda":
+            _fail(func, f"head size {n} = {d}: over {GPU_MAX_HEAD_DIM} the kernels are verified under Triton's "
+                        f"interpreter only, not yet on a GPU (docs/measurements.md, 'Open')")
     if q.dtype not in _DTYPES:
         _fail(func, f"q has dtype {q.dtype}; supported: float32, bfloat16, float16")
     for name, kind in spec:

@@ -35,13 +35,16 @@ def test_largest_head_sizes_match_the_recurrence(name, K, V):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", VARIANTS)
 @pytest.mark.parametrize("B, T, H, D, dtype", [(1, 128, 4, 512, torch.bfloat16), (1, 64, 2, 320, torch.float16)])
-def test_gpu_huge_heads(name, B, T, H, D, dtype):
-    # FLA's GLA test_chunk sizes over 256 (tests/ops/test_gla.py) on the GPU: forward and
-    # backward against the fp64 recurrence at the fuzz campaign's 16-bit tolerances
+def test_gpu_huge_heads(name, B, T, H, D, dtype, monkeypatch):
+    # FLA's GLA test_chunk sizes over 256 (tests/ops/test_gla.py) on the GPU, which the
+    # API refuses until this passes (GPU_MAX_HEAD_DIM): forward and backward against the
+    # fp64 recurrence at the fuzz campaign's 16-bit tolerances
     import os
     from chunkproof.fuzz.properties import GATE_GRADS
+    from chunkproof.kernels import _runtime
     if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
         pytest.fail("pytest -m gpu needs CUDA and TRITON_INTERPRET unset")
+    monkeypatch.setattr(_runtime, "GPU_MAX_HEAD_DIM", _runtime.MAX_HEAD_DIM)
     args, ref, h0 = make_inputs(name, B, T, H, D, D, seed=3, dtype=dtype, device="cuda", h0=True)
     leaves = [a.detach().requires_grad_() for a in args]
     o, ht = kernel(name)(*leaves, initial_state=h0, output_final_state=True)

@@ -120,3 +120,16 @@ def test_out_of_resources_names_the_function_and_the_knobs(monkeypatch):
                                            r"278528 of shared memory.*232448.*grad_BV.*"
                                            r"gated_delta_rule\.tiling_override"):
         m.chunk_gated_delta_rule(*args)
+
+
+def test_head_sizes_over_the_gpu_limit_are_refused_on_a_gpu(monkeypatch):
+    # over GPU_MAX_HEAD_DIM the kernels have passed under the interpreter only: a CUDA
+    # tensor is refused by name before anything launches (checked here with a stand-in
+    # device type, as this machine has no GPU)
+    from chunkproof.kernels import _runtime
+    q = torch.randn(1, 8, 2, 320)
+    monkeypatch.setattr(torch.Tensor, "device", property(lambda self: torch.device("cuda", 0)))
+    with pytest.raises(ValueError, match=r"head size K \(q.shape\[-1\]\) = 320: over 256 the kernels are verified "
+                                         r"under Triton's interpreter only"):
+        _runtime.check_args("chunk_gla", (("q", "k"), ("k", "k"), ("v", "v"), ("g", "gate_k")),
+                            (q, q, torch.randn(1, 8, 2, 16), q), None, None, False)
