@@ -736,57 +736,64 @@ def unused_rows(seqs, T):
     return seqs is not None and seqs.total < T
 
 
-def check_args(func, spec, tensors, scale, initial_state, output_final_state, opts=None, warn_head_first=True):
+def check_args(func, spec, tensors, scale, initial_state, output_final_state, opts=None, warn_head_first=True,
+               params=()):
     """Shapes, dtypes and devices; with ``opts`` FLA's cu_seqlens (sequences): then the
     offsets are read to the host (a synchronisation) unless cu_seqlens_cpu is given.
     T < H warns of head-first input unless ``warn_head_first`` is False (the recurrent
     forms: one decoding step is T = 1).
-    Returns the contiguous tensors, the scale, the initial state and the Sequences
-    (None without cu_seqlens)."""
+    Messages name each tensor as the caller passed it (``params``: FLA's parameters,
+    bind_params's; RWKV-6's r for the derivation's q).  Returns the contiguous tensors,
+    the scale, the initial state and the Sequences (None without cu_seqlens)."""
     named = dict(zip([n for n, _ in spec], tensors))
+    shown = {p[1]: p[0] for p in params if p[1] is not None and not p[4]}
+
+    def lab(n):
+        return shown.get(n, n)
+    qn, vn = lab("q"), lab("v")
     for name, t in named.items():
         if not isinstance(t, torch.Tensor):
-            _fail(func, f"{name} must be a torch.Tensor, got {type(t).__name__}")
+            _fail(func, f"{lab(name)} must be a torch.Tensor, got {type(t).__name__}")
     q = named["q"]
     if q.dim() != 4:
-        _fail(func, f"q must be [B, T, H, K], got a {q.dim()}-d tensor of shape {tuple(q.shape)}")
+        _fail(func, f"{qn} must be [B, T, H, K], got a {q.dim()}-d tensor of shape {tuple(q.shape)}")
     B, T, H, K = q.shape
     v = named["v"]
     if v.dim() != 4 or tuple(v.shape[:2]) != (B, T):
-        _fail(func, f"v must be [B, T, HV, V] = [{B}, {T}, HV, V] to match q, got {tuple(v.shape)}")
+        _fail(func, f"{vn} must be [B, T, HV, V] = [{B}, {T}, HV, V] to match {qn}, got {tuple(v.shape)}")
     HV, V = v.shape[2], v.shape[3]
     if HV < H or HV % H:
-        _fail(func, f"v has HV = {HV} heads, q has H = {H}: HV must be a multiple of H (grouped value "
+        _fail(func, f"{vn} has HV = {HV} heads, {qn} has H = {H}: HV must be a multiple of H (grouped value "
                     f"attention: value head h reads query/key head h // (HV / H))")
     want = {"kq": (B, T, H, K), "k": (B, T, HV, K), "v": (B, T, HV, V), "gate_k": (B, T, HV, K),
             "gate_h": (B, T, HV), "head": (B, T, HV), "param_k": (HV, K)}
     for name, kind in spec:
         t, kind = named[name], _kind(name, kind)
         if tuple(t.shape) != want[kind]:
-            _fail(func, f"{name} must be {_shape_doc(kind, HV != H)} = {list(want[kind])}, got {list(t.shape)}")
+            _fail(func, f"{lab(name)} must be {_shape_doc(kind, HV != H)} = {list(want[kind])}, got {list(t.shape)}")
     if T < 1 or B < 1 or H < 1:
-        _fail(func, f"q has an empty dimension: shape {tuple(q.shape)}")
+        _fail(func, f"{qn} has an empty dimension: shape {tuple(q.shape)}")
     if T < H and warn_head_first:
-        warnings.warn(f"{func}: q of shape {list(q.shape)} is read as [B, T, H, K] with T = {T} < H = {H}; "
+        warnings.warn(f"{func}: {qn} of shape {list(q.shape)} is read as [B, T, H, K] with T = {T} < H = {H}; "
                       f"head-first input [B, H, T, K] must be transposed to [B, T, H, K] first", stacklevel=3)
-    for d, n in ((K, "K (q.shape[-1])"), (V, "V (v.shape[-1])")):
+    for d, n in ((K, f"K ({qn}.shape[-1])"), (V, f"V ({vn}.shape[-1])")):
         if d > MAX_HEAD_DIM:
             _fail(func, f"head size {n} = {d} is over the supported limit {MAX_HEAD_DIM}")
         if d > GPU_MAX_HEAD_DIM and q.device.type == "cuda":
             _fail(func, f"head size {n} = {d}: over {GPU_MAX_HEAD_DIM} the kernels are verified under Triton's "
                         f"interpreter only, not yet on a GPU (docs/measurements.md, 'Open')")
     if q.dtype not in _DTYPES:
-        _fail(func, f"q has dtype {q.dtype}; supported: float32, bfloat16, float16")
+        _fail(func, f"{qn} has dtype {q.dtype}; supported: float32, bfloat16, float16")
     for name, kind in spec:
         t = named[name]
         if kind in ("gate_k", "gate_h", "head", "param_k"):
             if t.dtype not in _DTYPES:
-                _fail(func, f"{name} has dtype {t.dtype}; supported: float32, bfloat16, float16")
+                _fail(func, f"{lab(name)} has dtype {t.dtype}; supported: float32, bfloat16, float16")
         elif t.dtype != q.dtype:
-            same = ", ".join(n for n, kd in spec if kd in ("k", "v"))
-            _fail(func, f"{name} has dtype {t.dtype} but q has {q.dtype}; {same} must share one dtype")
+            same = ", ".join(lab(n) for n, kd in spec if kd in ("k", "v"))
+            _fail(func, f"{lab(name)} has dtype {t.dtype} but {qn} has {q.dtype}; {same} must share one dtype")
         if t.device != q.device:
-            _fail(func, f"{name} is on {t.device} but q is on {q.device}")
+            _fail(func, f"{lab(name)} is on {t.device} but {qn} is on {q.device}")
     if q.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         _fail(func, "tensors are on the CPU; Triton kernels need a GPU, or TRITON_INTERPRET=1 "
                     "set before triton is imported (the interpreter, slow)")
@@ -802,7 +809,7 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state, op
         if initial_state.dtype != torch.float32:
             _fail(func, f"initial_state must be float32, got {initial_state.dtype}")
         if initial_state.device != q.device:
-            _fail(func, f"initial_state is on {initial_state.device} but q is on {q.device}")
+            _fail(func, f"initial_state is on {initial_state.device} but {qn} is on {q.device}")
         initial_state = initial_state.contiguous()
     if scale is None:
         scale = K ** -0.5

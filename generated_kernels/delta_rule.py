@@ -834,7 +834,8 @@ def chunk_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final
     chunk_size = opts.get("chunk_size")
     initial_state, v_first = state_layout_in("chunk_delta_rule", initial_state, opts)
     (q, k, v, beta), scale, initial_state, seqs = check_args(
-        "chunk_delta_rule", ARGS, (q, k, v, beta), scale, initial_state, output_final_state, opts)
+        "chunk_delta_rule", ARGS, (q, k, v, beta), scale, initial_state, output_final_state, opts,
+        params=PARAMS)
     q, k, v, beta, = input_options("chunk_delta_rule", ARGS, (q, k, v, beta), opts)
     if opts.get("return_intermediate_states"):
         # FLA's inference-mode return: the chunk states h [B, NT, H, K, V] (each chunk's
@@ -968,7 +969,7 @@ def fused_recurrent_delta_rule(q, k, v, beta=None, scale=None, initial_state=Non
     initial_state, v_first = state_layout_in("fused_recurrent_delta_rule", initial_state, opts)
     (q, k, v, beta), scale, initial_state, seqs = check_args(
         "fused_recurrent_delta_rule", ARGS, (q, k, v, beta), scale, initial_state, output_final_state, opts,
-        warn_head_first=False)
+        warn_head_first=False, params=RECURRENT_PARAMS)
     q, k, v, beta, = input_options("fused_recurrent_delta_rule", ARGS, (q, k, v, beta), opts)
     reverse = bool(opts.get("reverse"))
     if needs_grad((q, k, v, beta), initial_state):

@@ -1112,7 +1112,8 @@ def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None, out
     chunk_size = opts.get("chunk_size")
     initial_state, v_first = state_layout_in("chunk_dplr_delta_rule", initial_state, opts)
     (q, k, v, a, b, gk), scale, initial_state, seqs = check_args(
-        "chunk_dplr_delta_rule", ARGS, (q, k, v, a, b, gk), scale, initial_state, output_final_state, opts)
+        "chunk_dplr_delta_rule", ARGS, (q, k, v, a, b, gk), scale, initial_state, output_final_state, opts,
+        params=PARAMS)
     q, k, v, a, b, gk, = input_options("chunk_dplr_delta_rule", ARGS, (q, k, v, a, b, gk), opts)
     if opts.get("return_intermediate_states"):
         # FLA's inference-mode return: the chunk states h [B, NT, H, K, V] (each chunk's
@@ -1249,7 +1250,7 @@ def fused_recurrent_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state
     initial_state, v_first = state_layout_in("fused_recurrent_dplr_delta_rule", initial_state, opts)
     (q, k, v, a, b, gk), scale, initial_state, seqs = check_args(
         "fused_recurrent_dplr_delta_rule", ARGS, (q, k, v, a, b, gk), scale, initial_state, output_final_state, opts,
-        warn_head_first=False)
+        warn_head_first=False, params=RECURRENT_PARAMS)
     q, k, v, a, b, gk, = input_options("fused_recurrent_dplr_delta_rule", ARGS, (q, k, v, a, b, gk), opts)
     reverse = bool(opts.get("reverse"))
     if needs_grad((q, k, v, a, b, gk), initial_state):

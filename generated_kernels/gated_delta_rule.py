@@ -1069,7 +1069,8 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     chunk_size = opts.get("chunk_size")
     initial_state, v_first = state_layout_in("chunk_gated_delta_rule", initial_state, opts)
     (q, k, v, g, beta), scale, initial_state, seqs = check_args(
-        "chunk_gated_delta_rule", ARGS, (q, k, v, g, beta), scale, initial_state, output_final_state, opts)
+        "chunk_gated_delta_rule", ARGS, (q, k, v, g, beta), scale, initial_state, output_final_state, opts,
+        params=PARAMS)
     q, k, v, g, beta, = input_options("chunk_gated_delta_rule", ARGS, (q, k, v, g, beta), opts)
     if opts.get("return_intermediate_states"):
         # FLA's inference-mode return: the chunk states h [B, NT, H, K, V] (each chunk's
@@ -1207,7 +1208,7 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=Non
     initial_state, v_first = state_layout_in("fused_recurrent_gated_delta_rule", initial_state, opts)
     (q, k, v, g, beta), scale, initial_state, seqs = check_args(
         "fused_recurrent_gated_delta_rule", ARGS, (q, k, v, g, beta), scale, initial_state, output_final_state, opts,
-        warn_head_first=False)
+        warn_head_first=False, params=RECURRENT_PARAMS)
     q, k, v, g, beta, = input_options("fused_recurrent_gated_delta_rule", ARGS, (q, k, v, g, beta), opts)
     reverse = bool(opts.get("reverse"))
     if needs_grad((q, k, v, g, beta), initial_state):

@@ -701,7 +701,8 @@ def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=Fal
     chunk_size = opts.get("chunk_size")
     initial_state, v_first = state_layout_in("chunk_gla", initial_state, opts)
     (q, k, v, g), scale, initial_state, seqs = check_args(
-        "chunk_gla", ARGS, (q, k, v, g), scale, initial_state, output_final_state, opts)
+        "chunk_gla", ARGS, (q, k, v, g), scale, initial_state, output_final_state, opts,
+        params=PARAMS)
     q, k, v, g, = input_options("chunk_gla", ARGS, (q, k, v, g), opts)
     if opts.get("return_intermediate_states"):
         # FLA's inference-mode return: the chunk states h [B, NT, H, K, V] (each chunk's
@@ -832,7 +833,7 @@ def fused_recurrent_gla(q, k, v, gk=None, gv=None, scale=None, initial_state=Non
     initial_state, v_first = state_layout_in("fused_recurrent_gla", initial_state, opts)
     (q, k, v, g), scale, initial_state, seqs = check_args(
         "fused_recurrent_gla", ARGS, (q, k, v, g), scale, initial_state, output_final_state, opts,
-        warn_head_first=False)
+        warn_head_first=False, params=RECURRENT_PARAMS)
     q, k, v, g, = input_options("fused_recurrent_gla", ARGS, (q, k, v, g), opts)
     reverse = bool(opts.get("reverse"))
     if needs_grad((q, k, v, g), initial_state):

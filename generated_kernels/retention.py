@@ -677,7 +677,8 @@ def chunk_retention(q, k, v, scale=None, initial_state=None, output_final_state=
     chunk_size = opts.get("chunk_size")
     initial_state, v_first = state_layout_in("chunk_retention", initial_state, opts)
     (q, k, v), scale, initial_state, seqs = check_args(
-        "chunk_retention", ARGS, (q, k, v), scale, initial_state, output_final_state, opts)
+        "chunk_retention", ARGS, (q, k, v), scale, initial_state, output_final_state, opts,
+        params=PARAMS)
     q, k, v, = input_options("chunk_retention", ARGS, (q, k, v), opts)
     if opts.get("return_intermediate_states"):
         # FLA's inference-mode return: the chunk states h [B, NT, H, K, V] (each chunk's
@@ -809,7 +810,7 @@ def fused_recurrent_retention(q, k, v, scale=None, initial_state=None, output_fi
     initial_state, v_first = state_layout_in("fused_recurrent_retention", initial_state, opts)
     (q, k, v), scale, initial_state, seqs = check_args(
         "fused_recurrent_retention", ARGS, (q, k, v), scale, initial_state, output_final_state, opts,
-        warn_head_first=False)
+        warn_head_first=False, params=RECURRENT_PARAMS)
     q, k, v, = input_options("fused_recurrent_retention", ARGS, (q, k, v), opts)
     reverse = bool(opts.get("reverse"))
     if needs_grad((q, k, v), initial_state):

@@ -671,7 +671,8 @@ def chunk_rwkv6(r, k, v, w, u, scale=None, initial_state=None, output_final_stat
     chunk_size = opts.get("chunk_size")
     initial_state, v_first = state_layout_in("chunk_rwkv6", initial_state, opts)
     (q, k, v, w, u), scale, initial_state, seqs = check_args(
-        "chunk_rwkv6", ARGS, (q, k, v, w, u), scale, initial_state, output_final_state, opts)
+        "chunk_rwkv6", ARGS, (q, k, v, w, u), scale, initial_state, output_final_state, opts,
+        params=PARAMS)
     q, k, v, w, u, = input_options("chunk_rwkv6", ARGS, (q, k, v, w, u), opts)
     if opts.get("return_intermediate_states"):
         # FLA's inference-mode return: the chunk states h [B, NT, H, K, V] (each chunk's
@@ -803,7 +804,7 @@ def fused_recurrent_rwkv6(r, k, v, w, u, scale=None, initial_state=None, output_
     initial_state, v_first = state_layout_in("fused_recurrent_rwkv6", initial_state, opts)
     (q, k, v, w, u), scale, initial_state, seqs = check_args(
         "fused_recurrent_rwkv6", ARGS, (q, k, v, w, u), scale, initial_state, output_final_state, opts,
-        warn_head_first=False)
+        warn_head_first=False, params=RECURRENT_PARAMS)
     q, k, v, w, u, = input_options("fused_recurrent_rwkv6", ARGS, (q, k, v, w, u), opts)
     reverse = bool(opts.get("reverse"))
     if needs_grad((q, k, v, w, u), initial_state):

@@ -97,3 +97,14 @@ def test_g_gamma_is_a_fixed_decay_per_head(func):
         fn(q, k, v, g, g_gamma=lg)
     with pytest.raises(ValueError, match=r"g_gamma must be \[HV\] = \[3\]"):
         fn(q, k, v, g_gamma=torch.zeros(2))
+
+
+def test_errors_name_the_tensor_as_passed():
+    # the derivation's q is RWKV-6's r, and fused_recurrent_gla's g its gk: a bad shape
+    # is reported under the name the caller used
+    (q, k, v, w, u), _, _ = make_inputs("rwkv6", 1, 9, 2, 16, 16, seed=0)
+    with pytest.raises(ValueError, match=r"chunk_rwkv6: r must be \[B, T, H, K\], got a 3-d tensor"):
+        module("rwkv6").chunk_rwkv6(q[0], k, v, w, u)
+    (q, k, v, g), _, _ = make_inputs("gla", 1, 9, 2, 16, 16, seed=0)
+    with pytest.raises(ValueError, match=r"fused_recurrent_gla: gk must be .* = \[1, 9, 2, 16\], got \[1, 9, 2, 8\]"):
+        module("gla").fused_recurrent_gla(q, k, v, gk=g[..., :8])
