@@ -55,6 +55,7 @@ def measure(variant, shape, device):
     from chunkproof.bench.metrics import reference_forward
     from chunkproof.codegen.fla_api import recurrent_name
     from chunkproof.fuzz.cases import API, kernel, module
+    from chunkproof.kernels._runtime import fla_names
     B, T, H, D = shape
     cuda = device == "cuda"
     m = module(variant)
@@ -63,7 +64,7 @@ def measure(variant, shape, device):
     steps = min(T, STEPS)
     first = {n: t[:, :steps].double() if t.dim() >= 3 else t.double() for n, t in x.items()}
     ref = reference_forward(variant, first, initial_state=h0.double())
-    by_arg = {p[1]: p[0] for p in m.RECURRENT_PARAMS if p[1] is not None and not p[4]}
+    by_arg = fla_names(m.RECURRENT_PARAMS)
     fname = recurrent_name(API[variant])
     sides = [("ours recurrent", getattr(m, fname), True), ("ours chunk", kernel(variant), False)]
     if cuda:

@@ -397,7 +397,7 @@ def check_keywords(func, takes, fla, kwargs):
     ({name: value}) to be passed on; another value, or a keyword FLA's function does not
     take either, is refused by name with what is supported."""
     known = {name: (default, what, allowed) for name, default, what, allowed in fla}
-    takes = list(takes) + [n for n, (_, _, allowed) in known.items() if allowed]
+    takes = list(dict.fromkeys(list(takes) + [n for n, (_, _, allowed) in known.items() if allowed]))
     rest = [n for n, (_, _, allowed) in known.items() if not allowed]
     at_default = f"; FLA's {', '.join(rest)} only at their defaults" if rest else ""
     out = {}
@@ -420,6 +420,12 @@ def check_keywords(func, takes, fla, kwargs):
         _fail(func, f"{name}={shown} ({what}) is not supported by chunkproof yet: leave it out or pass "
                     f"{name}={default!r}; supported: {', '.join(takes)}{at_default} (docs/fla_api.md)")
     return out
+
+
+def fla_names(params):
+    """{the derivation's argument: the FLA parameter that passes it} of ``params``
+    (codegen/fla_api.PARAMS' rows; a per-head stand-in such as g_gamma is not the argument)."""
+    return {arg: name for name, arg, _, _, per_head in params if arg is not None and not per_head}
 
 
 def bind_params(func, params, spec, given, kwargs):
@@ -746,7 +752,7 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state, op
     bind_params's; RWKV-6's r for the derivation's q).  Returns the contiguous tensors,
     the scale, the initial state and the Sequences (None without cu_seqlens)."""
     named = dict(zip([n for n, _ in spec], tensors))
-    shown = {p[1]: p[0] for p in params if p[1] is not None and not p[4]}
+    shown = fla_names(params)
 
     def lab(n):
         return shown.get(n, n)

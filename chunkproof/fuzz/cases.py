@@ -33,9 +33,10 @@ def recurrent(name):
     bound by keyword to FLA's parameter names (RECURRENT_PARAMS), which differ from the
     chunk function's in name or order for some ops (fused_recurrent_gla's gk)."""
     from chunkproof.codegen.fla_api import recurrent_name
+    from chunkproof.kernels._runtime import fla_names
     m = module(name)
     fn = getattr(m, recurrent_name(API[name]))
-    by_arg = {p[1]: p[0] for p in m.RECURRENT_PARAMS if p[1] is not None and not p[4]}
+    by_arg = fla_names(m.RECURRENT_PARAMS)
 
     def call(*tensors, **kw):
         return fn(**{by_arg[n]: t for (n, _), t in zip(m.ARGS, tensors)}, **kw)
