@@ -37,11 +37,12 @@ def constexpr_params(fn):
     return [n for n, p in inspect.signature(fn.fn).parameters.items() if p.annotation is tl.constexpr]
 
 
-def signature(fn, launch, mod, dtype):
+def signature(fn, launch, mod, dtype, extra=None):
     """The kernel's argument types as the module's launch code passes them on the
     benchmarks' inputs (gates fp32, the other tensors in ``dtype``).  A constexpr the
-    launch gives that the kernel lacks, or the reverse, is a ValueError."""
-    wanted, given = constexpr_params(fn), set(launch.constexprs)
+    launch gives (with ``extra``, a pass's: Launch.passes) that the kernel lacks, or the
+    reverse, is a ValueError."""
+    wanted, given = constexpr_params(fn), set(launch.constexprs) | set(extra or {})
     if set(wanted) != given:
         raise ValueError(f"{launch.kernel}: launch_specs gives constexprs {sorted(given - set(wanted))} it does "
                          f"not take, and not {sorted(set(wanted) - given)}")
@@ -58,7 +59,7 @@ def signature(fn, launch, mod, dtype):
             sig[name] = "fp32"
         elif name in INTS:
             sig[name] = "i32"
-        elif name in SEQ_TABLES:
+        elif name in SEQ_TABLES or name == "rng":     # rng: a guarded kernel's chunk flags
             sig[name] = "*i32"
         elif name in FP32_STATES or name.startswith(("r_", "w_")):   # r_, w_: tiles passed between kernels
             sig[name] = "*fp32"
@@ -75,10 +76,10 @@ def _value(x):
     return str(x) if isinstance(x, (tl.dtype, str)) else repr(x)
 
 
-def describe(launch):
+def describe(launch, extra=None):
     """One line: the launch's options, then its constexprs, as KEY=VALUE."""
     return " ".join([f"num_warps={launch.num_warps}", f"num_stages={launch.num_stages}"]
-                    + [f"{k}={_value(x)}" for k, x in launch.constexprs.items()])
+                    + [f"{k}={_value(x)}" for k, x in dict(launch.constexprs, **(extra or {})).items()])
 
 
 def ptxas_usage(ptx, arch):
@@ -106,12 +107,12 @@ def ptxas_usage(ptx, arch):
             f"{spill.group(1) + '/' + spill.group(2) if spill else '?'} B")
 
 
-def compile_one(fn, launch, sig, arch):
+def compile_one(fn, launch, sig, arch, extra=None):
     """(shared bytes, ptxas usage) of the kernel compiled for sm_<arch>."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    src = ASTSource(fn, sig, constexprs=dict(launch.constexprs))
+    src = ASTSource(fn, sig, constexprs=dict(launch.constexprs, **(extra or {})))
     k = triton.compile(src, target=GPUTarget("cuda", arch, 32),
                        options={"num_warps": launch.num_warps, "num_stages": launch.num_stages})
     return k.metadata.shared, ptxas_usage(k.asm["ptx"], arch)
@@ -128,20 +129,24 @@ def check_variant(v, mod, args):
         if args.kernels and launch.kernel not in args.kernels.split(","):
             continue
         fn = getattr(mod, launch.kernel)
-        t0 = time.time()
-        try:
-            sig = signature(fn, launch, mod, args.dtype)
-            if args.list:
-                print(f"{v} {launch.kernel} {describe(launch)}", flush=True)
-                continue
-            shared, usage = compile_one(fn, launch, sig, args.arch)
-            print(f"{v:18s} {launch.kernel:20s} ok   {time.time() - t0:6.1f} s  warps {launch.num_warps} "
-                  f"stages {launch.num_stages}  shared {shared} B  {usage}", flush=True)
-        except Exception as e:  # noqa: BLE001 - report every kernel
-            msg = str(e).strip().splitlines()
-            print(f"{v:18s} {launch.kernel:20s} FAIL {time.time() - t0:6.1f} s  "
-                  f"{msg[-1] if msg else type(e).__name__}", flush=True)
-            bad += 1
+        passes = launch.passes()
+        for extra in passes:
+            # a guarded kernel's two passes (the rebalanced one runs for every chunk)
+            name = launch.kernel + ("" if len(passes) == 1 else "[blocked]" if extra["BLOCKED"] else "[rebal.]")
+            t0 = time.time()
+            try:
+                sig = signature(fn, launch, mod, args.dtype, extra)
+                if args.list:
+                    print(f"{v} {name} {describe(launch, extra)}", flush=True)
+                    continue
+                shared, usage = compile_one(fn, launch, sig, args.arch, extra)
+                print(f"{v:18s} {name:28s} ok   {time.time() - t0:6.1f} s  warps {launch.num_warps} "
+                      f"stages {launch.num_stages}  shared {shared} B  {usage}", flush=True)
+            except Exception as e:  # noqa: BLE001 - report every kernel
+                msg = str(e).strip().splitlines()
+                print(f"{v:18s} {name:28s} FAIL {time.time() - t0:6.1f} s  "
+                      f"{msg[-1] if msg else type(e).__name__}", flush=True)
+                bad += 1
     return bad
 
 

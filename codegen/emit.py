@@ -55,6 +55,13 @@ class Stage:
     finals: List[str] = field(default_factory=list)           # the final values printed (g_<arg>, ...)
     gated: List[str] = field(default_factory=list)            # lines with a gated product taking GPREC
 
+    @property
+    def guarded(self) -> bool:
+        """Whether a vector-gated intra-chunk product is printed (the runtime's _masked_
+        forms): the kernel then runs in a rebalanced and a blocked pass (Launch guarded)."""
+        return any("_masked_" in text for text in [ln.code for ln in self.lines]
+                   + [s.value or "" for s in self.writes_passed])
+
 
 def layout(shape) -> str:
     """How a C x d tile lies in memory: 'k' [B,T,H,K], 'v' [B,T,H,V], 'head' [B,T,H],

@@ -66,12 +66,20 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
             raise CodegenError(f"variant {v.name}: TILING grad_BK is {tiling.grad_BK!r}, but its gradient "
                                f"stage {'has a' if bw.grad_kb else 'has no'} K-blocked kernel "
                                f"(set grad_BK {'to a K block size' if bw.grad_kb else 'to None'})")
+    scans = [state] + ([bw.reverse or bw.reverse_scan] if bw else [])
+    if any(st.guarded for st in scans):
+        # a sequential kernel cannot run a chunk again (Launch guarded): its programs
+        # carry the state through every chunk
+        raise CodegenError(f"variant {v.name}: a state scan prints a vector-gated intra-chunk product "
+                           f"(the runtime's _masked_ forms); only the per-chunk kernels may")
+    parallel = [intra, out] + ([bw.reverse_pre] + bw.gradient_kernels() if bw else [])
     store_kind = {"k": "k", "v": "v", "gate_k": "k", "gate_h": "head", "head": "head"}
     rfunc = fla_api.recurrent_name(v.func)
     names = [a.name for a in v.args] + list(plan.param_arg_names)
     dmap = dict(plan.defs)
     ctx = dict(
         v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, state_stage=state, out_stage=out, bw=bw,
+        guarded_any=any(st.guarded for st in parallel if st),
         kind_of={a.name: store_kind[a.kind] for a in v.args},
         grad_outs=[(a.name, store_kind[a.kind]) for a in v.args] if bw else [],
         layout={n: emit.layout(dmap[n].shape()) for n in plan.boundary}, logs=sorted(plan.logs),

@@ -166,7 +166,7 @@ class TritonPrinter(Visitor):
             return Val(self._dot(Val(f"tl.where({m}, {xc} * tl.exp({g} + tl.trans({f})), 0.)", ()),
                                  Val(y, ())), shape)
         strict = {"M": "0", "M-1": "1", "MT": "2", "MT-1": "3"}[kind]
-        return Val(f"_masked_mix({xc}, {y}, {f}, {g}, {strict}, m_mid, BT, DT2, CT2, {self.gprec})", shape)
+        return Val(f"_masked_mix({xc}, {y}, {f}, {g}, {strict}, m_mid, BT, DT2, CT2, {self.gprec}, rng_c, BLOCKED)", shape)
 
     # ------------------------------------------------------------ leaves
     def visit_Var(self, e: ir.Var):
@@ -316,14 +316,14 @@ class TritonPrinter(Visitor):
                 # product by blocks with every exponent <= 0 (_masked_gated_dot)
                 strict = "True" if e.kind == "M-1" else "False"
                 return Val(f"_masked_gated_dot({x.code}, {x.fac}, {y.code}, {y.fac}, {MASKS[e.kind]}, m_mid, "
-                           f"{strict}, BT, DT2, CT2, {self.gprec})", e.shape())
+                           f"{strict}, BT, DT2, CT2, {self.gprec}, rng_c, BLOCKED)", e.shape())
         if e.kind == "MT" and isinstance(e.a, ir.MatMul):
             x, y = self.p(e.a.a), self.p(e.a.b)
             if _vector_gated(x, y, e.a.a.shape()[1]):
                 # on and above the diagonal: the transpose of the lower form, whose row
                 # factor (y's, transposed) is the non-increasing one
                 return Val(f"tl.trans(_masked_gated_dot({_t(y.code)}, {_t(y.fac)}, {_t(x.code)}, {_t(x.fac)}, "
-                           f"m_incl, m_mid, False, BT, DT2, CT2, {self.gprec}))", e.shape())
+                           f"m_incl, m_mid, False, BT, DT2, CT2, {self.gprec}, rng_c, BLOCKED))", e.shape())
         a = self.p(e.a)
         dense = self.dense(a)
         return Val(f"tl.where({MASKS[e.kind]}, {dense}, 0.)", e.shape(), raw=a.raw and a.fac is None,

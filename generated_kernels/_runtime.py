@@ -89,6 +89,14 @@ def _in_rebalanced_range(ea, eb):
 
 
 @triton.jit
+def _flag_out_of_range(rng_c, ea, eb):
+    # the rebalanced pass's verdict on its chunk: its result there is discarded and the
+    # blocked pass recomputes the chunk (every program of a chunk writes the same 1)
+    if not _in_rebalanced_range(ea, eb):
+        tl.store(rng_c, 1)
+
+
+@triton.jit
 def _rebalanced_gated_dot(a, ea, b, eb, DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr):
     return tl.dot((a * tl.exp(ea)).to(DT2).to(CT2), (b * tl.exp(eb)).to(DT2).to(CT2), input_precision=PREC2)
 
@@ -136,7 +144,8 @@ def _blocked_gated_dot(a, fa, b, fb, STRICT: tl.constexpr, BT: tl.constexpr, DT2
 
 @triton.jit
 def _masked_gated_dot(a, fa, b, fb, m_keep, m_mid, STRICT: tl.constexpr,
-                      BT: tl.constexpr, DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr):
+                      BT: tl.constexpr, DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr,
+                      rng_c, BLOCKED: tl.constexpr):
     # P[i, j] = sum_d a[i, d] b[d, j] exp(fa[i, d] + fb[d, j]) where m_keep (on and below
     # the diagonal, or strictly below if STRICT), for a: [BT, D], b: [D, BT] and the log
     # factors of decaying gates (fa non-increasing down the rows, fa[i] + fb[:, j] <= 0
@@ -144,14 +153,19 @@ def _masked_gated_dot(a, fa, b, fb, m_keep, m_mid, STRICT: tl.constexpr,
     # product with both factors shifted by the middle row (fast; a factor would overflow
     # once a chunk's decay in a channel passes about 170); otherwise the blocked form
     # (_blocked_gated_dot: no exponent above 0 whatever the decay, but its entry-by-entry
-    # diagonal blocks ran 10-20x slower on the H200).
+    # diagonal blocks ran 10-20x slower on the H200).  BLOCKED: the kernel's pass (Launch
+    # guarded); the rebalanced pass flags the chunk (rng_c) where the form does not hold.
     mid = tl.sum(tl.where(m_mid, fa, 0.), axis=0, keep_dims=True)
     ea = fa - mid
     eb = fb + tl.trans(mid)
-    if _in_rebalanced_range(ea, eb):
-        p = _rebalanced_gated_dot(a, ea, b, eb, DT2, CT2, PREC2)
+    if BLOCKED:
+        if _in_rebalanced_range(ea, eb):
+            p = _rebalanced_gated_dot(a, ea, b, eb, DT2, CT2, PREC2)
+        else:
+            p = _blocked_gated_dot(a, fa, b, fb, STRICT, BT, DT2, CT2, PREC2)
     else:
-        p = _blocked_gated_dot(a, fa, b, fb, STRICT, BT, DT2, CT2, PREC2)
+        p = _rebalanced_gated_dot(a, ea, b, eb, DT2, CT2, PREC2)
+        _flag_out_of_range(rng_c, ea, eb)
     return tl.where(m_keep, p, 0.)
 
 
@@ -216,14 +230,15 @@ def _blocked_mix(x, y, f, g, KIND: tl.constexpr, BT: tl.constexpr, DT2: tl.const
 
 @triton.jit
 def _masked_mix(x, y, f, g, KIND: tl.constexpr, m_mid, BT: tl.constexpr,
-                DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr):
+                DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, rng_c, BLOCKED: tl.constexpr):
     # P[i, d] = sum_j x[i, j] y[j, d] exp(f[j, d] + g[i, d]) over j <= i (KIND 0), j < i
     # (1), j >= i (2) or j > i (3), for x: [BT, BT] and y: [BT, D], where f_j + g_i <= 0 for every
     # kept pair (a decay between two rows of the chunk; lower: g non-increasing down the
     # rows, upper: f non-increasing).  The backward's gradients of the gated tiles have
     # this form (a row factor that meets a column factor across a masked product).  As in
     # _masked_gated_dot, per chunk: the rebalanced form (both factors shifted by g's middle
-    # row) while its exponents are within +-64, the blocked one otherwise.
+    # row) while its exponents are within +-64, the blocked one otherwise (BLOCKED and
+    # rng_c as there).
     D: tl.constexpr = y.shape[1]
     o_t = tl.arange(0, BT)
     if KIND == 0:
@@ -240,10 +255,14 @@ def _masked_mix(x, y, f, g, KIND: tl.constexpr, m_mid, BT: tl.constexpr,
     mid = tl.sum(tl.where(m_mid, g, 0.), axis=0, keep_dims=True)
     eg = g - mid
     ef = f + mid
-    if _in_rebalanced_range(eg, ef):
-        p = _rebalanced_mix(xm, y, ef, eg, DT2, CT2, PREC2)
+    if BLOCKED:
+        if _in_rebalanced_range(eg, ef):
+            p = _rebalanced_mix(xm, y, ef, eg, DT2, CT2, PREC2)
+        else:
+            p = _blocked_mix(xm, y, f, g, KIND, BT, DT2, CT2, PREC2)
     else:
-        p = _blocked_mix(xm, y, f, g, KIND, BT, DT2, CT2, PREC2)
+        p = _rebalanced_mix(xm, y, ef, eg, DT2, CT2, PREC2)
+        _flag_out_of_range(rng_c, eg, ef)
     return p
 
 
@@ -283,13 +302,26 @@ class Launch:
     """One kernel's launch parameters: its constexprs (the run-time arguments H, T, NCH
     and the flags are not among them), num_warps and num_stages: the stated
     configuration.  With ``autotune`` (TILING autotune, on a GPU, not under the
-    interpreter) triton.autotune picks among it and its neighbours (configs())."""
+    interpreter) triton.autotune picks among it and its neighbours (configs()).
+
+    A ``guarded`` kernel (one program per chunk, with gated intra-chunk products) runs in
+    two passes over the same grid (passes()): BLOCKED=False computes every chunk in the
+    rebalanced form only and flags, in its ``rng`` argument (zeros, one int32 per chunk
+    and head), the chunks where that form does not hold; BLOCKED=True returns at once
+    for the others and recomputes the flagged ones with both forms compiled in.  The
+    blocked form compiled into the one pass that runs everywhere took registers and
+    shared memory from the common path (docs/measurements.md, "The blocked branch")."""
     kernel: str
     constexprs: dict
     num_warps: int
     num_stages: int
     tuned: tuple = ()          # constexprs autotune may change: a V-tiled kernel's BV
     autotune: bool = False
+    guarded: bool = False
+
+    def passes(self):
+        """The extra constexprs of each launch of one call, in order."""
+        return ({"BLOCKED": False}, {"BLOCKED": True}) if self.guarded else ({},)
 
     @property
     def kwargs(self):
@@ -308,9 +340,23 @@ class Launch:
         return [(b, w, self.num_stages) for b in blocks for w in warps]
 
     def on(self, fn):
-        """What to launch: ``fn``, or its autotuned form."""
-        return _autotuned(fn, tuple((tuple(sorted(b.items())), w, st) for b, w, st in self.configs())) \
+        """What to launch: ``fn``, or its autotuned form; a guarded kernel's two passes."""
+        f = _autotuned(fn, tuple((tuple(sorted(b.items())), w, st) for b, w, st in self.configs())) \
             if self.autotune else fn
+        return _Passes(f, self.passes()) if self.guarded else f
+
+
+class _Passes:
+    # f[grid](...) once per pass, each with its constexprs; autotune's key leaves BLOCKED
+    # out, so the blocked pass runs with the configuration tuned on the rebalanced one
+    def __init__(self, f, passes):
+        self.f, self.passes = f, passes
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            for extra in self.passes:
+                self.f[grid](*args, **kwargs, **extra)
+        return launch
 
 
 _AUTOTUNED = {}

@@ -48,11 +48,12 @@ FP32_TILES = ["E", "Gamma"]
 
 
 @triton.jit(do_not_specialize=["T"])
-def _intra_kernel(k, v, gk, a, b, out_Gamma, out_E, out_W, out_C, scale, T,
+def _intra_kernel(k, v, gk, a, b, out_Gamma, out_E, out_W, out_C, rng, scale, T,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
+                          BLOCKED: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -78,6 +79,10 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_E, out_W, out_C, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -108,7 +113,7 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_E, out_W, out_C, scale, T,
     #   \mathbf{M}_{-1}\right) [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S]
     b_F = (tl.where(m_eye, 1.0, 0.)
             + _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_B), tl.trans(b_Ar_f), m_strict, m_mid, True, BT, DT2, CT2,
-            PREC2))
+            PREC2, rng_c, BLOCKED))
     # E = \left(\mathbf{F}_{[t]}\right)^{-1}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S]
     b_E = _inv_unit_lower(b_F, m_strict, m_eye, BT, IPREC)
     # W = \mathbf{E}_{[t]} \overleftarrow{\mathbf{B}_{[t]}} [program dplr_fla_chunk, under claims dplr.fla.O,
@@ -118,7 +123,7 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_E, out_W, out_C, scale, T,
     #   \mathbf{M}_{-1}\right) \mathbf{V}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S]
     b_C = (-tl.dot(tl.dot(b_E.to(DT2).to(CT2),
             _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2,
-            PREC2).to(DT2).to(CT2),
+            PREC2, rng_c, BLOCKED).to(DT2).to(CT2),
             input_precision=PREC2).to(DT3).to(CT3),
             b_V.to(DT3).to(CT3), input_precision=PREC3))
 
@@ -216,11 +221,12 @@ def _state_kernel(k, v, b, in_Gamma, in_W, in_C, h, h0, ht, scale, T,
 
 
 @triton.jit(do_not_specialize=["T"])
-def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, scale, T,
+def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, rng, scale, T,
                 H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
+                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
+                        BLOCKED: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -246,6 +252,10 @@ def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
@@ -286,10 +296,10 @@ def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, scale, T,
     #   \mathbf{V}_{[t],2} [claim dplr.fla.O, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 916, row 5]
     b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3)
             + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2,
-            PREC2).to(DT3).to(CT3),
+            PREC2, rng_c, BLOCKED).to(DT3).to(CT3),
             b_V1.to(DT3).to(CT3), input_precision=PREC3))
             + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, BT, DT2, CT2,
-            PREC2).to(DT2).to(CT2),
+            PREC2, rng_c, BLOCKED).to(DT2).to(CT2),
             b_V2.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty),
@@ -300,12 +310,12 @@ def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, scale, T,
 # the reverse scan's state-free C x V products, for all chunks in parallel (the
 # intra-chunk part of delta U): the sequential loop below keeps only what reads delta S
 @triton.jit(do_not_specialize=["T"])
-def _dstate_pre_kernel(q, b, do, in_Gamma, w_hr0, scale, T,
+def _dstate_pre_kernel(q, b, do, in_Gamma, w_hr0, rng, scale, T,
                        H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                        BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                        DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                        PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                               BVF: tl.constexpr):
+                               BVF: tl.constexpr, BLOCKED: tl.constexpr):
     # one program per (V block, chunk, batch*head); BVF: the padded V of the tiles written
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -331,6 +341,10 @@ def _dstate_pre_kernel(q, b, do, in_Gamma, w_hr0, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -353,7 +367,7 @@ def _dstate_pre_kernel(q, b, do, in_Gamma, w_hr0, scale, T,
     # hr0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right)^\top
     #   \delta \mathbf{O}_{[t]} [claim dplr.fla.dS_prev, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_hr0 = tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, BT,
-            DT2, CT2, PREC2)).to(DT3).to(CT3),
+            DT2, CT2, PREC2, rng_c, BLOCKED)).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3)
 
     tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0)
@@ -452,12 +466,12 @@ def _dstateh_kernel(q, b, do, in_Gamma, in_W, r_hr0, dh, dht, dh0, scale, T,
 # with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
 def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, r_hr0, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5,
-        w_vr6, w_vr7, w_vr8, h, dh, d_v, scale, T, NCH,
+        w_vr6, w_vr7, w_vr8, h, dh, d_v, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                           BKF: tl.constexpr, BVF: tl.constexpr):
+                           BKF: tl.constexpr, BVF: tl.constexpr, BLOCKED: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -483,6 +497,10 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, r_hr0, w_v
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     o_one = tl.zeros([1], dtype=tl.int32)
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
@@ -553,7 +571,7 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, r_hr0, w_v
     b_dV1 = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2),
             input_precision=PREC2)
             + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT,
-            DT2, CT2, PREC2)).to(DT3).to(CT3),
+            DT2, CT2, PREC2, rng_c, BLOCKED)).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3))
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim dplr.fla.dQl, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
@@ -588,7 +606,7 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, r_hr0, w_v
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_v = (b_dV1
             - tl.dot(tl.dot(tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid,
-            True, BT, DT2, CT2, PREC2)).to(DT2).to(CT2),
+            True, BT, DT2, CT2, PREC2, rng_c, BLOCKED)).to(DT2).to(CT2),
             tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2),
             b_dC.to(DT2).to(CT2), input_precision=PREC2))
 
@@ -608,12 +626,12 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, r_hr0, w_v
 # the C kernel computes the C x C tiles that depend on whole K rows (and the gradients
 # without a K dimension); the KB kernel, blocked over K, the gradients with one from them
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradc_kernel(k, gk, a, in_Gamma, in_E, r_vr5, r_vr6, w_dF, scale, T, NCH,
+def _dgradc_kernel(k, gk, a, in_Gamma, in_E, r_vr5, r_vr6, w_dF, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                           NV: tl.constexpr, BKF: tl.constexpr):
+                           NV: tl.constexpr, BKF: tl.constexpr, BLOCKED: tl.constexpr):
     # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -639,6 +657,10 @@ def _dgradc_kernel(k, gk, a, in_Gamma, in_E, r_vr5, r_vr6, w_dF, scale, T, NCH,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
     b_vr5 = tl.load(r_vr5 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
@@ -677,7 +699,7 @@ def _dgradc_kernel(k, gk, a, in_Gamma, in_E, r_vr5, r_vr6, w_dF, scale, T, NCH,
     #   \overleftarrow{\mathbf{B}_{[t]}}^\top [claim dplr.fla.dE, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_dE = ((-tl.dot(b_vr6.to(DT2).to(CT2),
             tl.trans(_masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2,
-            CT2, PREC2)).to(DT2).to(CT2),
+            CT2, PREC2, rng_c, BLOCKED)).to(DT2).to(CT2),
             input_precision=PREC2))
             + tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_Bl_c) * tl.exp(tl.trans(b_Bl_f))).to(DT2).to(CT2),
             input_precision=PREC2))
@@ -692,12 +714,12 @@ def _dgradc_kernel(k, gk, a, in_Gamma, in_E, r_vr5, r_vr6, w_dF, scale, T, NCH,
 
 @triton.jit(do_not_specialize=["T", "NCH"])
 def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr7, r_vr8, r_dF, d_q,
-        d_k, d_a, d_b, d_gk, scale, T, NCH,
+        d_k, d_a, d_b, d_gk, rng, scale, T, NCH,
                     H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                     PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                            NV: tl.constexpr, BKF: tl.constexpr):
+                            NV: tl.constexpr, BKF: tl.constexpr, BLOCKED: tl.constexpr):
     # one program per (K block of BK, chunk, batch*head); BKF: the padded K of the tiles in memory
     i_k, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -723,6 +745,10 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, 
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
     b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
@@ -792,23 +818,27 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, 
     #   §不包含外挂Gate的DPLR]
     b_dA = (-(((tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2)
             * tl.exp((b_Gamma_log + (-b_Alpha_log))))
-            - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, BT, DT2, CT2, PREC2))
-            + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, BT, DT2, CT2, PREC2)))
+            - _masked_mix(b_vr3, b_K, b_Kr_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, BT, DT2, CT2, PREC2, rng_c,
+            BLOCKED))
+            + _masked_mix(b_dF, b_B, b_Ar_f, (b_Gamma_log + (-b_Alpha_log)), 1, m_mid, BT, DT2, CT2, PREC2, rng_c,
+            BLOCKED)))
     # dB = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} [claim dplr.fla.db,
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_dB = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2)
-            + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, PREC2))
+    b_dB = ((_masked_mix(tl.trans(b_vr2), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED)
+            + _masked_mix(tl.trans(b_dF), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, PREC2, rng_c,
+            BLOCKED))
             + (b_vr7 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} [claim dplr.fla.dK,
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_dK = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2)
-            - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, PREC2))
+    b_dK = ((_masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED)
+            - _masked_mix(tl.trans(b_vr3), b_Bl_c, b_Bl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, PREC2, rng_c,
+            BLOCKED))
             + (b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log)))))
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim dplr.fla.dQ,
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_dQ = (((b_vr0 * tl.exp(b_Gamma_log))
-            + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, PREC2))
-            + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, PREC2))
+            + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
+            + _masked_mix(b_vr2, b_B, b_Ar_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim dplr.fla.dQ,
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_q = b_dQ
@@ -885,9 +915,10 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     tune = autotuning(til, torch.device(device))
     kernels = [
         # the intra kernel holds every V column of a chunk
-        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune),
+        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
+               True),
         Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
-        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune),
+        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, True),
     ]
     BVG = min(til.grad_BV, BV_full)
     NV = triton.cdiv(V, BVG)
@@ -897,11 +928,13 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     gtypes = kernel_types(dtype, device, til.grad_dots, til.grad_gated)
     grad = (til.grad_warps, til.grad_stages)
     kernels += [
-        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune),
+        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune, True),
         Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan, (), tune),
-        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune),
-        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
-        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
+        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
+               True),
+        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune, True),
+        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune,
+                   True),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels})
 
@@ -919,11 +952,13 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
     NS, NT, sq = sequence_tables(seqs, B, T, BT, q)
     # rows after cu_seqlens[-1] are in no sequence: their outputs and gradients are 0
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
+    # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
+    rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, E, W, C, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, E, W, C, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     o = empty_like(v)
@@ -935,7 +970,7 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
             ht, scale, T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
     spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, b, Gamma, W, C, h, o,
-            scale, T,
+            rng, scale, T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
         kept = dict(Gamma=Gamma, E=E, W=W, C=C, h=h)
@@ -957,18 +992,21 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None, seqs=No
     NS, NT, sq = sequence_tables(seqs, B, T, BT, q)
     # rows after cu_seqlens[-1] are in no sequence: their outputs and gradients are 0
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
+    # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
+    rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, E, W, C, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, E, W, C, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
-    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, b, do, Gamma, r_hr0, scale, T,
+    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, b, do, Gamma, r_hr0, rng,
+            scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
     spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, b, do, Gamma, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
@@ -994,12 +1032,14 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     NS, NT, sq = sequence_tables(seqs, B, T, BT, q)
     # rows after cu_seqlens[-1] are in no sequence: their outputs and gradients are 0
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
+    # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
+    rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     if kept is None:
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, E, W, C, scale, T,
+        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, E, W, C, rng, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
@@ -1019,7 +1059,8 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
-    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, b, do, Gamma, r_hr0, scale, T,
+    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, b, do, Gamma, r_hr0, rng,
+            scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
     spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, b, do, Gamma, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
@@ -1046,14 +1087,14 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     d_b = empty_like(b)
     d_gk = empty_like(gk)
     spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, gk, a, b, do, Gamma, E, W, C, r_hr0, r_vr0,
-            r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, h, dh, d_v, scale, T, NCH,
+            r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, h, dh, d_v, rng, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     r_dF = torch.empty(B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
 
-    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, gk, a, Gamma, E, r_vr5, r_vr6, r_dF, scale, T, NCH,
+    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, gk, a, Gamma, E, r_vr5, r_vr6, r_dF, rng, scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradc_kernel"].kwargs)
     spec["_dgradkb_kernel"].on(_dgradkb_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, gk, a, b, Gamma, E, r_vr0,
-            r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr7, r_vr8, r_dF, d_q, d_k, d_a, d_b, d_gk, scale, T, NCH,
+            r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr7, r_vr8, r_dF, d_q, d_k, d_a, d_b, d_gk, rng, scale, T, NCH,
                                                        H=H, HQ=HQ, **sq, **spec["_dgradkb_kernel"].kwargs)
     if H != HQ:
         d_q = d_q.view(B, T, HQ, H // HQ, K).sum(3).to(q.dtype)

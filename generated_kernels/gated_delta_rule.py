@@ -843,9 +843,10 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     tune = autotuning(til, torch.device(device))
     kernels = [
         # the intra kernel holds every V column of a chunk
-        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune),
+        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
+               False),
         Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
-        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune),
+        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, False),
     ]
     BVG = min(til.grad_BV, BV_full)
     NV = triton.cdiv(V, BVG)
@@ -855,11 +856,13 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     gtypes = kernel_types(dtype, device, til.grad_dots, til.grad_gated)
     grad = (til.grad_warps, til.grad_stages)
     kernels += [
-        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune),
+        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune, False),
         Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan, (), tune),
-        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune),
-        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
-        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
+        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
+               False),
+        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune, False),
+        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune,
+                   False),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels})
 

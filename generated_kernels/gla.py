@@ -152,11 +152,12 @@ def _state_kernel(k, v, in_Gamma, h, h0, ht, scale, T,
 
 
 @triton.jit(do_not_specialize=["T"])
-def _out_kernel(q, k, v, in_Gamma, h, o, scale, T,
+def _out_kernel(q, k, v, in_Gamma, h, o, rng, scale, T,
                 H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
+                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
+                        BLOCKED: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -182,6 +183,10 @@ def _out_kernel(q, k, v, in_Gamma, h, o, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
@@ -207,7 +212,7 @@ def _out_kernel(q, k, v, in_Gamma, h, o, scale, T,
     #   003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 94]
     b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3)
             + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2,
-            PREC2).to(DT3).to(CT3),
+            PREC2, rng_c, BLOCKED).to(DT3).to(CT3),
             b_V.to(DT3).to(CT3), input_precision=PREC3))
 
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty),
@@ -286,12 +291,12 @@ def _dstate_kernel(q, do, in_Gamma, dh, dht, dh0, scale, T,
 # V block; the kernels after it read them summed over the blocks and never touch a tile
 # with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
+def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                           BKF: tl.constexpr, BVF: tl.constexpr):
+                           BKF: tl.constexpr, BVF: tl.constexpr, BLOCKED: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -317,6 +322,10 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, 
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     o_one = tl.zeros([1], dtype=tl.int32)
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
@@ -366,7 +375,7 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, 
     b_g_v = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC_log)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2),
             input_precision=PREC2)
             + tl.dot(tl.trans(_masked_gated_dot(tl.trans(tl.trans(b_Q)), tl.trans(tl.trans(b_Ql_f)), tl.trans(b_K),
-            tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2)).to(DT3).to(CT3),
+            tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2, rng_c, BLOCKED)).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3))
 
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
@@ -379,12 +388,12 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, 
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g, scale, T, NCH,
+def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                           NV: tl.constexpr, BKF: tl.constexpr):
+                           NV: tl.constexpr, BKF: tl.constexpr, BLOCKED: tl.constexpr):
     # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -410,6 +419,10 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, 
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
     b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
@@ -447,10 +460,11 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, 
     # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} [claim gla.dK,
     #   003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 190]
     b_dK = ((b_vr2 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log))))
-            + _masked_mix(b_vr3, b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2))
+            + _masked_mix(b_vr3, b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim gla.dQ, 003_c008d497ea0f70e6.txt
     #   §6.3 分块递推模式的反向传播, line 194]
-    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, PREC2))
+    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log))
+            + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim gla.dQ, 003_c008d497ea0f70e6.txt
     #   §6.3 分块递推模式的反向传播, line 194]
     b_g_q = b_dQ
@@ -509,9 +523,10 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     tune = autotuning(til, torch.device(device))
     kernels = [
         # the intra kernel holds every V column of a chunk
-        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune),
+        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
+               False),
         Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
-        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune),
+        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, True),
     ]
     BVG = min(til.grad_BV, BV_full)
     NV = triton.cdiv(V, BVG)
@@ -522,8 +537,9 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     grad = (til.grad_warps, til.grad_stages)
     kernels += [
         Launch("_dstate_kernel", dict(dims, **rtypes), *scan, ("BV",), tune),
-        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune),
-        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
+        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
+               True),
+        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune, True),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels})
 
@@ -541,6 +557,8 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
     NS, NT, sq = sequence_tables(seqs, B, T, BT, q)
     # rows after cu_seqlens[-1] are in no sequence: their outputs and gradients are 0
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
+    # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
+    rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](g, Gamma, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
@@ -553,7 +571,8 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
     spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](k, v, Gamma, h, h0, ht, scale,
             T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
-    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, Gamma, h, o, scale, T,
+    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, Gamma, h, o, rng,
+            scale, T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
         kept = dict(Gamma=Gamma, h=h)
@@ -575,6 +594,8 @@ def _backward_states(q, k, v, g, do, dht, scale, chunk_size=None, seqs=None):
     NS, NT, sq = sequence_tables(seqs, B, T, BT, q)
     # rows after cu_seqlens[-1] are in no sequence: their outputs and gradients are 0
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
+    # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
+    rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](g, Gamma, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
@@ -605,6 +626,8 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
     NS, NT, sq = sequence_tables(seqs, B, T, BT, q)
     # rows after cu_seqlens[-1] are in no sequence: their outputs and gradients are 0
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
+    # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
+    rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     if kept is None:
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](g, Gamma, scale, T,
@@ -641,10 +664,10 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
     d_v = empty_like(v)
     d_g = empty_like(g)
     spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, do, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, h,
-            dh, d_v, scale, T, NCH,
+            dh, d_v, rng, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k,
-            d_g, scale, T, NCH,
+            d_g, rng, scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradk_kernel"].kwargs)
     if H != HQ:
         d_q = d_q.view(B, T, HQ, H // HQ, K).sum(3).to(q.dtype)

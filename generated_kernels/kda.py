@@ -68,11 +68,12 @@ FP32_TILES = ["At", "Gamma"]
 
 
 @triton.jit(do_not_specialize=["T"])
-def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, scale, T,
+def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, rng, scale, T,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
+                          BLOCKED: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -98,6 +99,10 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -125,7 +130,7 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, scale, T,
     b_Xt = (tl.where(m_eye, 1.0, 0.)
             + (b_DB
             * _masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2,
-            PREC2)))
+            PREC2, rng_c, BLOCKED)))
     # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}   [program kda_chunk, under claims kda.O, kda.S]
     b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
     # W = \widetilde{\mathbf{A}}_{[t]} \text{Diag}(\boldsymbol{\beta}_{[t]}) \overleftarrow{\mathbf{K}_{[t]}} [program
@@ -216,11 +221,12 @@ def _state_kernel(k, in_Gamma, in_W, in_U, h, h0, ht, scale, T,
 
 
 @triton.jit(do_not_specialize=["T"])
-def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
+def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, rng, scale, T,
                 H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
+                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
+                        BLOCKED: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -246,6 +252,10 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
@@ -276,7 +286,7 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
     #   001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 34, row 5]
     b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3)
             + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2,
-            PREC2).to(DT2).to(CT2),
+            PREC2, rng_c, BLOCKED).to(DT2).to(CT2),
             b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty),
@@ -287,12 +297,12 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, scale, T,
 # the reverse scan's state-free C x V products, for all chunks in parallel (the
 # intra-chunk part of delta U): the sequential loop below keeps only what reads delta S
 @triton.jit(do_not_specialize=["T"])
-def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
+def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, rng, scale, T,
                        H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                        BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                        DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                        PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                               BVF: tl.constexpr):
+                               BVF: tl.constexpr, BLOCKED: tl.constexpr):
     # one program per (V block, chunk, batch*head); BVF: the padded V of the tiles written
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -318,6 +328,10 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -341,7 +355,7 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
     #   \delta \mathbf{O}_{[t]} [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于 \(\delta
     #   \mathbf{\Gamma}_{[t]}\)]
     b_hr0 = tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT,
-            DT2, CT2, PREC2)).to(DT3).to(CT3),
+            DT2, CT2, PREC2, rng_c, BLOCKED)).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3)
 
     tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0)
@@ -551,12 +565,12 @@ def _dgradv_kernel(k, v, beta, do, in_Gamma, in_At, in_W, in_U, r_hr0, w_vr0, w_
 # the C kernel computes the C x C tiles that depend on whole K rows (and the gradients
 # without a K dimension); the KB kernel, blocked over K, the gradients with one from them
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta, scale, T, NCH,
+def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                           NV: tl.constexpr, BKF: tl.constexpr):
+                           NV: tl.constexpr, BKF: tl.constexpr, BLOCKED: tl.constexpr):
     # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -582,6 +596,10 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
     b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
@@ -640,7 +658,7 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
             + b_vr6)
             + tl.sum(b_dXt
             * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True,
-            BT, DT2, CT2, PREC2))),
+            BT, DT2, CT2, PREC2, rng_c, BLOCKED))),
             axis=1, keep_dims=True))
 
     tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
@@ -649,12 +667,13 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, scale, T, NCH,
+def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, rng, scale, T,
+        NCH,
                     H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                     PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                            NV: tl.constexpr, BKF: tl.constexpr):
+                            NV: tl.constexpr, BKF: tl.constexpr, BLOCKED: tl.constexpr):
     # one program per (K block of BK, chunk, batch*head); BKF: the padded K of the tiles in memory
     i_k, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -680,6 +699,10 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
     b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
@@ -729,7 +752,8 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
     b_dW = b_vr2
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim kda.dQ, 001_ba6c617d0f1bc209.txt
     #   §对于 \(\delta \mathbf{Q}_{[t]}\), line 127, row 2]
-    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log)) + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, PREC2))
+    b_dQ = ((b_vr0 * tl.exp(b_Gamma_log))
+            + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim kda.dQ, 001_ba6c617d0f1bc209.txt
     #   §对于 \(\delta \mathbf{Q}_{[t]}\), line 127, row 2]
     b_g_q = b_dQ
@@ -738,10 +762,11 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
     #   \(\delta \mathbf{K}_{[t]}\), line 245, row 1]
     b_g_k = (((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2)
             * tl.exp(b_Gamma_log))
-            + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, BT, DT2, CT2, PREC2))
+            + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
             + (((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log))))
-            + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2))
-            + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, PREC2)))
+            + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
+            + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, PREC2, rng_c,
+            BLOCKED)))
     # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta
     #   \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta
     #   \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} +
@@ -753,11 +778,12 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
     b_g_g = tl.cumsum((((b_dQ * b_Q)
             + ((((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2)
             * tl.exp(b_Gamma_log))
-            + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, BT, DT2, CT2, PREC2))
+            + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
             * b_K)
             - ((((b_vr4 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log))))
-            + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2))
-            + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, PREC2))
+            + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
+            + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, PREC2, rng_c,
+            BLOCKED))
             * b_K)))
             + tl.where(m_last,
             tl.trans(((b_vr5 * tl.exp(b_gC_log))
@@ -804,9 +830,10 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     tune = autotuning(til, torch.device(device))
     kernels = [
         # the intra kernel holds every V column of a chunk
-        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune),
+        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
+               True),
         Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
-        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune),
+        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, True),
     ]
     BVG = min(til.grad_BV, BV_full)
     NV = triton.cdiv(V, BVG)
@@ -816,11 +843,13 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     gtypes = kernel_types(dtype, device, til.grad_dots, til.grad_gated)
     grad = (til.grad_warps, til.grad_stages)
     kernels += [
-        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune),
+        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune, True),
         Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan, (), tune),
-        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune),
-        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
-        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
+        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
+               False),
+        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune, True),
+        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune,
+                   True),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels})
 
@@ -838,11 +867,13 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     NS, NT, sq = sequence_tables(seqs, B, T, BT, q)
     # rows after cu_seqlens[-1] are in no sequence: their outputs and gradients are 0
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
+    # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
+    rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, At, W, U, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     o = empty_like(v)
@@ -853,8 +884,8 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](k, Gamma, W, U, h, h0, ht,
             scale, T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
-    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, Gamma, W, U, h, o, scale,
-            T,
+    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, Gamma, W, U, h, o, rng,
+            scale, T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
         kept = dict(Gamma=Gamma, At=At, W=W, U=U, h=h)
@@ -876,18 +907,21 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None, seqs=Non
     NS, NT, sq = sequence_tables(seqs, B, T, BT, q)
     # rows after cu_seqlens[-1] are in no sequence: their outputs and gradients are 0
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
+    # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
+    rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, At, W, U, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
-    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
+    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, rng,
+            scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
     spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, k, do, Gamma, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
@@ -913,12 +947,14 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     NS, NT, sq = sequence_tables(seqs, B, T, BT, q)
     # rows after cu_seqlens[-1] are in no sequence: their outputs and gradients are 0
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
+    # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
+    rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     if kept is None:
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, At, W, U, scale, T,
+        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, At, W, U, rng, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
@@ -938,7 +974,8 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
-    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
+    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, rng,
+            scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
     spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, k, do, Gamma, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
@@ -966,11 +1003,11 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     r_dXt = torch.empty(B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
 
-    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, beta, Gamma, At, r_vr2, r_vr3, r_vr6, r_dXt, d_beta,
+    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, beta, Gamma, At, r_vr2, r_vr3, r_vr6, r_dXt, d_beta, rng,
             scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradc_kernel"].kwargs)
     spec["_dgradkb_kernel"].on(_dgradkb_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, beta, Gamma, At, r_vr0,
-            r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, scale, T, NCH,
+            r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, rng, scale, T, NCH,
                                                        H=H, HQ=HQ, **sq, **spec["_dgradkb_kernel"].kwargs)
     if H != HQ:
         d_q = d_q.view(B, T, HQ, H // HQ, K).sum(3).to(q.dtype)

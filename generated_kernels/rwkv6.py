@@ -107,11 +107,12 @@ def _state_kernel(k, v, w, h, h0, ht, scale, T,
 
 
 @triton.jit(do_not_specialize=["T"])
-def _out_kernel(q, k, v, w, u, h, o, scale, T,
+def _out_kernel(q, k, v, w, u, h, o, rng, scale, T,
                 H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
+                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
+                        BLOCKED: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -137,6 +138,10 @@ def _out_kernel(q, k, v, w, u, h, o, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
@@ -164,7 +169,8 @@ def _out_kernel(q, k, v, w, u, h, o, scale, T,
     b_Bu = tl.sum((b_Q * b_K) * tl.trans(b_u), axis=1, keep_dims=True)
     # Aqk = \left(\overleftarrow{\mathbf{Q}} \overrightarrow{\mathbf{K}}^\top \odot \mathbf{M}_{-1}\right) +
     #   \text{Diag}\left(\boldsymbol{b}^u\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-    b_Aqk = (_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2, PREC2)
+    b_Aqk = (_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2, PREC2,
+            rng_c, BLOCKED)
             + tl.where(m_eye, b_Bu, 0.))
     # O = \overleftarrow{\mathbf{Q}} {\mathbf{S}_{[t-1]}^{C}}^\top + \mathbf{A} \mathbf{V} [claim rwkv6.O_A, rwkv6.py
     #   §chunk forward]
@@ -247,12 +253,12 @@ def _dstate_kernel(q, w, do, dh, dht, dh0, scale, T,
 # V block; the kernels after it read them summed over the blocks and never touch a tile
 # with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, w, do, u, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
+def _dgradv_kernel(q, k, v, w, do, u, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                           BKF: tl.constexpr, BVF: tl.constexpr):
+                           BKF: tl.constexpr, BVF: tl.constexpr, BLOCKED: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -278,6 +284,10 @@ def _dgradv_kernel(q, k, v, w, do, u, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, 
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     o_one = tl.zeros([1], dtype=tl.int32)
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
@@ -312,7 +322,8 @@ def _dgradv_kernel(q, k, v, w, do, u, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, 
     b_Bu = tl.sum((b_Q * b_K) * tl.trans(b_u), axis=1, keep_dims=True)
     # Aqk = \left(\overleftarrow{\mathbf{Q}} \overrightarrow{\mathbf{K}}^\top \odot \mathbf{M}_{-1}\right) +
     #   \text{Diag}\left(\boldsymbol{b}^u\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-    b_Aqk = (_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2, PREC2)
+    b_Aqk = (_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2, PREC2,
+            rng_c, BLOCKED)
             + tl.where(m_eye, b_Bu, 0.))
     # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\exp\left(\boldsymbol{g}^C\right)\right) + \mathbf{V}^\top
     #   \left(\mathbf{K} \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top - \mathbf{G}^c\right)\right) [program
@@ -349,12 +360,12 @@ def _dgradv_kernel(q, k, v, w, do, u, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, 
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradk_kernel(q, k, w, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w, d_u, scale, T, NCH,
+def _dgradk_kernel(q, k, w, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w, d_u, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                           NV: tl.constexpr, BKF: tl.constexpr):
+                           NV: tl.constexpr, BKF: tl.constexpr, BLOCKED: tl.constexpr):
     # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -380,6 +391,10 @@ def _dgradk_kernel(q, k, w, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
     b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
@@ -425,12 +440,13 @@ def _dgradk_kernel(q, k, w, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w,
     #   \boldsymbol{b}^u\right) \mathbf{Q} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dK, rwkv6.py §input
     #   gradients]
     b_dK = (((b_vr3 * tl.exp((tl.trans(b_gC) + (-b_Gc))))
-            + _masked_mix(tl.trans(b_dAqk), b_Q, b_Ql_f, (-b_Gc), 3, m_mid, BT, DT2, CT2, PREC2))
+            + _masked_mix(tl.trans(b_dAqk), b_Q, b_Ql_f, (-b_Gc), 3, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
             + ((b_dBu * b_Q) * tl.trans(b_u)))
     # dQ = \delta \overleftarrow{\mathbf{Q}} \odot \exp\left(\mathbf{G}^e\right) + \text{Diag}\left(\delta
     #   \boldsymbol{b}^u\right) \mathbf{K} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dQ, rwkv6.py §input
     #   gradients]
-    b_dQ = (((b_vr0 * tl.exp(b_Ge)) + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ge, 1, m_mid, BT, DT2, CT2, PREC2))
+    b_dQ = (((b_vr0 * tl.exp(b_Ge))
+            + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ge, 1, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
             + ((b_dBu * b_K) * tl.trans(b_u)))
     # g_q = \delta \overleftarrow{\mathbf{Q}} \odot \exp\left(\mathbf{G}^e\right) + \text{Diag}\left(\delta
     #   \boldsymbol{b}^u\right) \mathbf{K} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dQ, rwkv6.py §input
@@ -446,7 +462,8 @@ def _dgradk_kernel(q, k, w, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w,
     #   gradients]
     b_g_w = (tl.cumsum((((b_Q * b_dQ) - (b_K * b_dK)) + tl.where(m_last, tl.trans(b_vr4), 0.)), axis=0, reverse=True)
             - (b_Q
-            * ((b_vr0 * tl.exp(b_Ql_f)) + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ql_f, 1, m_mid, BT, DT2, CT2, PREC2))))
+            * ((b_vr0 * tl.exp(b_Ql_f))
+            + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ql_f, 1, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))))
     # g_u = \left(\mathbf{Q} \odot \mathbf{K}\right)^\top \delta \boldsymbol{b}^u [claim rwkv6.du_chunk, rwkv6.py
     #   §parameter gradients]
     b_g_u = tl.sum(tl.trans((b_Q * b_K)) * tl.trans(b_dBu), axis=1, keep_dims=True)
@@ -490,7 +507,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     tune = autotuning(til, torch.device(device))
     kernels = [
         Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
-        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune),
+        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, True),
     ]
     BVG = min(til.grad_BV, BV_full)
     NV = triton.cdiv(V, BVG)
@@ -501,8 +518,9 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     grad = (til.grad_warps, til.grad_stages)
     kernels += [
         Launch("_dstate_kernel", dict(dims, **rtypes), *scan, ("BV",), tune),
-        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune),
-        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune),
+        Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
+               True),
+        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune, True),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels})
 
@@ -520,6 +538,8 @@ def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size
     NS, NT, sq = sequence_tables(seqs, B, T, BT, q)
     # rows after cu_seqlens[-1] are in no sequence: their outputs and gradients are 0
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
+    # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
+    rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
 
     o = empty_like(v)
     ht = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
@@ -528,7 +548,8 @@ def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
     spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](k, v, w, h, h0, ht, scale, T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
-    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, w, u, h, o, scale, T,
+    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, w, u, h, o, rng, scale,
+            T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
         kept = dict(h=h)
@@ -550,6 +571,8 @@ def _backward_states(q, k, v, w, u, do, dht, scale, chunk_size=None, seqs=None):
     NS, NT, sq = sequence_tables(seqs, B, T, BT, q)
     # rows after cu_seqlens[-1] are in no sequence: their outputs and gradients are 0
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
+    # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
+    rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
@@ -577,6 +600,8 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
     NS, NT, sq = sequence_tables(seqs, B, T, BT, q)
     # rows after cu_seqlens[-1] are in no sequence: their outputs and gradients are 0
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
+    # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
+    rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     if kept is None:
         
         # the pointers of an unused initial or final state are v (never read or written)
@@ -610,10 +635,10 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
     d_w = empty_like(w)
     d_u = torch.empty(NCH, K, dtype=torch.float32, device=q.device)   # chunk t's part of the gradient
     spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, w, do, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, h,
-            dh, d_v, scale, T, NCH,
+            dh, d_v, rng, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, w, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w,
-            d_u, scale, T, NCH,
+            d_u, rng, scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradk_kernel"].kwargs)
     d_u = d_u.view(B, NT, H, K).sum((0, 1)).to(u.dtype)   # summed over batch and chunks
     if H != HQ:

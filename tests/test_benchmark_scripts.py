@@ -176,10 +176,16 @@ def test_compile_check_lists_every_kernels_launch(bench_path, capsys, dtype, set
     from chunkproof.fuzz.cases import VARIANTS
     assert compile_check.main(["--list", "--dtype", dtype, "--K", "128", "--V", "64", *sets]) == 0
     rows = {}
+    passes = {}
     for line in capsys.readouterr().out.splitlines():
-        v, k, *kv = line.split()
+        v, name, *kv = line.split()
+        k, _, p = name.partition("[")             # a guarded kernel's two passes: k[rebal.], k[blocked]
         rows[v, k] = dict(x.split("=", 1) for x in kv)
+        passes.setdefault((v, k), []).append((p, rows[v, k].get("BLOCKED")))
     assert {v for v, _ in rows} == set(VARIANTS)
+    assert any(len(ps) == 2 for ps in passes.values())
+    for ps in passes.values():
+        assert ps in ([("", None)], [("rebal.]", "False"), ("blocked]", "True")]), ps
     for v in VARIANTS:
         mod = importlib.import_module(f"chunkproof.kernels.{v}")
         with tiling.applied(mod, tiling.parse_overrides(sets[1::2])) as til:

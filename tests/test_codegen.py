@@ -210,7 +210,9 @@ def test_gradient_kernels_gated_product_precision():
 
 
 def _gated_lines(stage, prec):
-    return sorted(ln.target for ln in stage.lines if f"CT2, {prec})" in ln.code)
+    # the masked forms take the chunk's flag and the pass after the type: ", rng_c, BLOCKED)"
+    return sorted(ln.target for ln in stage.lines
+                  if f"CT2, {prec})" in ln.code or f"CT2, {prec}, rng_c" in ln.code)
 
 
 def _stages_with(name, lines):
@@ -390,11 +392,17 @@ def test_launch_code_takes_every_launch_from_launch_specs(name, dtype, K, V, kee
     assert {k for k, _ in seen} == set(spec.kernels) == \
         {k for k in vars(m) if k.endswith("_kernel")} - {"_recurrent_kernel"}      # the recurrent form's: below
     if keep:      # the backward does not run the intra kernel and the state scan again
-        assert [k for k, _ in seen] == list(spec.kernels)
+        # a guarded kernel (Launch guarded) runs once per pass, in a row
+        assert [k for k, _ in seen] == [k for k in spec.kernels for _ in spec[k].passes()]
     for k, kwargs in seen:
         want = spec[k].kwargs
         assert {n: x for n, x in kwargs.items() if n in want} == want, k
-        assert set(kwargs) - set(want) <= _RUNTIME_KWARGS, k
+        assert set(kwargs) - set(want) - {"BLOCKED"} <= _RUNTIME_KWARGS, k
+    for k in spec.kernels:
+        blocked = [kw.get("BLOCKED") for n, kw in seen if n == k]
+        passes = [e.get("BLOCKED") for e in spec[k].passes()]
+        assert blocked == passes * (len(blocked) // len(passes)) and len(blocked) % len(passes) == 0, k
+    assert any(spec[k].guarded for k in spec.kernels) == (name in ("gla", "kda", "dplr_delta_rule", "rwkv6"))
 
 
 @pytest.mark.parametrize("name", ["gla", "retention", "rwkv6"])

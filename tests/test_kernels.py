@@ -106,6 +106,36 @@ def test_strong_decay(name, per_step):
     assert rel_rms(o, ro) <= FP32_TOL and rel_rms(ht, rh) <= FP32_TOL
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("name", ["gla", "kda"])
+def test_strong_decay_needs_the_blocked_pass(name, monkeypatch):
+    # a guarded kernel's first pass computes every chunk in the rebalanced form only and
+    # flags those out of its range; without the second (blocked) pass a chunk decaying by
+    # -1280 is left as the first pass wrote it
+    from chunkproof.kernels import _runtime
+    args, ref, state = make_inputs(name, 1, 130, 1, 16, 16, seed=2, h0=True)
+    args = list(args)
+    for n in log_gates(name):
+        gi = [a.name for a in BY_NAME[name].args].index(n)
+        args[gi] = torch.full_like(args[gi], -20.0)
+        ref["g" if name in HAND_DRAWN else n] = args[gi]
+    ro, rh = recurrence(name, initial_state=state, **ref)
+    both = _runtime.Launch.passes
+    runs = []
+
+    def first_only(launch):
+        runs.append(launch.kernel)
+        return both(launch)[:1]
+    monkeypatch.setattr(_runtime.Launch, "passes", first_only)
+    o, ht = kernel(name)(*args, initial_state=state, output_final_state=True)
+    assert "_out_kernel" in runs
+    assert not (torch.isfinite(o).all() and rel_rms(o, ro) <= FP32_TOL)
+    monkeypatch.setattr(_runtime.Launch, "passes", both)
+    o, ht = kernel(name)(*args, initial_state=state, output_final_state=True)
+    assert rel_rms(o, ro) <= FP32_TOL and rel_rms(ht, rh) <= FP32_TOL
+
+
 @pytest.mark.parametrize("name", VARIANTS)
 def test_odd_wide_heads(name):
     # K and V not powers of two, V over 128 (fp32: V blocks of 16, many of them)
