@@ -73,10 +73,10 @@ def layout(shape) -> str:
 
 
 def stored_fp32(plan: Plan, name: str) -> bool:
-    """A boundary tile kept in fp32 between kernels (gate logs; the C x C triangular
-    inverse), not in the input dtype: it is not exact in bf16, so a product must not treat
+    """A boundary tile kept in fp32 between kernels (gate logs, prefix sums; the C x C
+    triangular inverse), not in the input dtype: it is not exact in bf16, so a product must not treat
     it as an input tile."""
-    return name in plan.logs or layout(dict(plan.defs)[name].shape()) == "c"
+    return name in plan.logs or name in plan.sums or layout(dict(plan.defs)[name].shape()) == "c"
 
 
 _RED_DIMS = {"C": ("o_t", "BT"), "Dk": ("o_k", "BKF"), "Dv": ("o_v", "BVF"), "1": ("o_one", "1")}

@@ -82,7 +82,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         guarded_any=any(st.guarded for st in parallel if st),
         kind_of={a.name: store_kind[a.kind] for a in v.args},
         grad_outs=[(a.name, store_kind[a.kind]) for a in v.args] if bw else [],
-        layout={n: emit.layout(dmap[n].shape()) for n in plan.boundary}, logs=sorted(plan.logs),
+        layout={n: emit.layout(dmap[n].shape()) for n in plan.boundary}, logs=sorted(plan.logs), sums=sorted(plan.sums),
         fp32_tiles=[n for n in plan.boundary if emit.stored_fp32(plan, n)],
         out=plan.program.output, state=plan.program.state,
         arg_names=[a.name for a in v.args],

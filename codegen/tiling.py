@@ -64,7 +64,9 @@ class Tiling:
     out_warps: int = _key("warps of the output kernel and of the reverse scan's parallel part", WARPS)
     out_stages: int = _key("pipelining stages of the output kernel and the reverse scan's parallel part",
                            "positive")
-    grad_BV: int = _key("V block of the gradient V kernel", "block")
+    grad_BV: int = _key("V block of the gradient kernels (at most V); where their launch needs more shared "
+                        "memory than the GPU has, the backward halves it until it fits, once per inputs' "
+                        "dtype and head sizes", "block")
     grad_BK: int | None = _key("K block of the gradient KB kernel; None where the K side is not split",
                                "block_or_none")
     grad_warps: int = _key("warps of the gradient kernels", WARPS)

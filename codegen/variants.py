@@ -61,7 +61,9 @@ DEFAULT = dict(
     BT=64, BV=64,              # BV 32 doubled the state scan (two waves)
     prep_warps=4, prep_stages=1, out_warps=4, out_stages=2,   # parallel kernels faster at 4 warps
     scan_warps=8, scan_stages=2,
-    grad_BV=64, grad_warps=8, grad_stages=1,  # 4 warps were slower
+    # grad_BV: one V block of 128 where it fits (GLA 3.49 -> 2.86 ms, KDA 5.52 -> 5.05, DPLR
+    # 9.78 -> 8.07 fwd+bwd); where it does not (RWKV-6 bf16) the first backward halves it
+    grad_BV=128, grad_warps=8, grad_stages=1,  # 4 warps were slower
     autotune=True,
     keep_forward=True,         # saves the intra kernel and the state scan in the backward
     # fp32 products stage twice the bytes: the scans fit 227 KB of shared memory so; the

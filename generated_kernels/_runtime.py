@@ -365,11 +365,12 @@ _AUTOTUNED = {}
 def _autotuned(fn, configs):
     key = (fn, configs)
     if key not in _AUTOTUNED:
-        # keyed on the sizes that change the best tiling; the pointers' dtypes are in
-        # autotune's key already.  Every kernel only writes its outputs: no restore needed
+        # keyed on the sizes that change the best tiling (BV where it is not tuned: the
+        # gradient kernels' V block, narrowed after a launch that did not fit); the
+        # pointers' dtypes are in autotune's key already.  Every kernel only writes its outputs: no restore needed
         _AUTOTUNED[key] = triton.autotune(
             configs=[triton.Config(dict(b), num_warps=w, num_stages=st) for b, w, st in configs],
-            key=["H", "K", "V", "BT"])(fn)
+            key=["H", "K", "V", "BT", "BV"])(fn)
     return _AUTOTUNED[key]
 
 
@@ -392,9 +393,50 @@ class Launches:
     NV: object
     BKB: object
     kernels: dict
+    fits: object = None        # the key under which a narrower gradient V block is remembered
 
     def __getitem__(self, kernel):
         return self.kernels[kernel]
+
+
+# (function, dtype, device, K, V, the gradient V block asked for) -> the widest V block
+# whose gradient kernels fit the GPU, where a launch at a wider one did not
+_FITTED_GRAD_BV = {}
+MIN_GRAD_BV = 16
+
+
+def fitted_grad_bv(func, dtype, device, K, V, asked):
+    """The gradient kernels' V block: ``asked`` (TILING grad_BV, at most V), or, after a
+    launch at it needed more shared memory than this GPU has, the narrower one that fitted
+    (narrow_grad_bv).  Returns (V block, the key narrow_grad_bv records it under)."""
+    key = (func, dtype, str(torch.device(device)), K, V, asked)
+    return _FITTED_GRAD_BV.get(key, asked), key
+
+
+def cached_specs(launch_specs):
+    """A module's launch_specs, computed once per distinct call: it is a function of its
+    arguments, the module's TILING in force and the gradient V blocks fitted so far, and
+    building it (the tiling's checks, a Launch per kernel) took most of the host's time
+    of a call."""
+    cache = {}
+
+    @functools.wraps(launch_specs)
+    def specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False):
+        til = launch_specs.__globals__["TILING"] if tiling is None else tiling
+        key = (dtype, str(torch.device(device)), K, V, chunk_size, til, varlen, frozenset(_FITTED_GRAD_BV.items()))
+        if key not in cache:
+            cache[key] = launch_specs(dtype, device, K, V, chunk_size, til, varlen)
+        return cache[key]
+    return specs
+
+
+def narrow_grad_bv(spec):
+    """Halves the gradient V block for the inputs of ``spec`` (a Launches); False when it
+    is at MIN_GRAD_BV already or the module has no gradient kernels."""
+    if spec.fits is None or spec.BVG is None or spec.BVG <= MIN_GRAD_BV:
+        return False
+    _FITTED_GRAD_BV[spec.fits] = spec.BVG // 2
+    return True
 
 
 def dot_types(dtype, device, dots="tf32"):
@@ -873,24 +915,34 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state, op
     return tuple(t.contiguous() for t in tensors), float(scale), initial_state, seqs
 
 
-def explains_resources(func, stage):
+def explains_resources(func, stage, specs=None):
     """Decorates _forward / _backward: a kernel that needs more shared memory (or
     registers) than the GPU has raises an error naming the function, the stage, the
     dtype and head sizes, and the TILING entries that size the kernels, instead of
-    Triton's bare OutOfResources from inside a launch."""
+    Triton's bare OutOfResources from inside a launch.
+
+    With ``specs`` (the backward: q, v -> its Launches) the call is first run again with
+    the gradient V block halved, down to MIN_GRAD_BV, and the block that fits is kept for
+    these inputs (fitted_grad_bv): TILING grad_BV asks for the widest block, which is the
+    fastest where it fits (docs/measurements.md), and whether it fits depends on the
+    variant, the dtype and the GPU.  Every stage writes only its own outputs, so running
+    the stage again computes the same values."""
     from triton.runtime.errors import OutOfResources
 
     def wrap(fn):
         @functools.wraps(fn)
         def run(q, k, v, *args, **kwargs):
-            try:
-                return fn(q, k, v, *args, **kwargs)
-            except OutOfResources as e:
-                raise RuntimeError(
-                    f"{func} ({stage}, {str(q.dtype).replace('torch.', '')}, K={q.shape[-1]}, V={v.shape[-1]}): "
-                    f"a generated kernel needs {e.required} of {e.name}, over this GPU's {e.limit}; "
-                    f"smaller blocks (TILING BT, BV, grad_BV, grad_BK) or 16-bit products "
-                    f"(grad_dots \"input\") size it: {fn.__module__}.tiling_override") from e
+            while True:
+                try:
+                    return fn(q, k, v, *args, **kwargs)
+                except OutOfResources as e:
+                    if specs is not None and narrow_grad_bv(specs(q, v)):
+                        continue
+                    raise RuntimeError(
+                        f"{func} ({stage}, {str(q.dtype).replace('torch.', '')}, K={q.shape[-1]}, V={v.shape[-1]}): "
+                        f"a generated kernel needs {e.required} of {e.name}, over this GPU's {e.limit}; "
+                        f"smaller blocks (TILING BT, BV, grad_BV, grad_BK) or 16-bit products "
+                        f"(grad_dots \"input\") size it: {fn.__module__}.tiling_override") from e
         return run
     return wrap
 

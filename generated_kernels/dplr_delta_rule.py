@@ -6,6 +6,7 @@
 Recurrence (state V x K, q already scaled): S_t = S_{t-1} (Diag(exp gk_t) + a_t b_t^T) + v_t k_t^T,  o_t = S_t q_t
 """
 import contextlib
+import functools
 
 import torch
 import triton
@@ -13,14 +14,16 @@ import triton.language as tl
 
 from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _fail, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, bind_params,
-    block_sizes, check_args, check_grads, check_keywords, effective_tiling, explains_resources, flip_time,
+    cached_specs,
+    block_sizes, check_args, check_grads, check_keywords, effective_tiling, explains_resources, fitted_grad_bv,
+            flip_time,
     gpu_sms, input_options, kernel_types, needs_grad, refuse_grad, sequence_offsets, sequence_tables,
     state_layout_in, state_layout_out, unused_rows)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
-        grad_BV=64, grad_BK=32, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='tf32',
+        grad_BV=128, grad_BK=32, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='tf32',
         gradv_dots='input', grad_dots='input', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
         fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate_k'))
@@ -902,6 +905,7 @@ def tiling_override(**changes):
         TILING = saved
 
 
+@cached_specs
 def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False):
     """Every kernel's launch for inputs of ``dtype`` on ``device`` with head sizes K and V,
     under ``tiling`` (default: the TILING in force): a Launches.  The launch code below
@@ -920,7 +924,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
         Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, True),
     ]
-    BVG = min(til.grad_BV, BV_full)
+    BVG, fits = fitted_grad_bv("chunk_dplr_delta_rule", dtype, device, K, V, min(til.grad_BV, BV_full))
     NV = triton.cdiv(V, BVG)
     BKB = min(til.grad_BK, BK)
     rtypes = kernel_types(dtype, device, til.reverse_dots)
@@ -936,7 +940,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune,
                    True),
     ]
-    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels})
+    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits)
 
 
 @explains_resources("chunk_dplr_delta_rule", "forward")
@@ -1016,7 +1020,8 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None, seqs=No
     return dh, dh0
 
 
-@explains_resources("chunk_dplr_delta_rule", "backward")
+@explains_resources("chunk_dplr_delta_rule", "backward",
+                    specs=lambda q, v: launch_specs(q.dtype, q.device, q.shape[-1], v.shape[-1]))
 def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=None, kept=None, seqs=None):
     """Every argument's gradient and the initial state's, for L = <do, o> + <dht, final
     state> (dht may be None): the forward state scan (h), the reverse scan (dh) and the

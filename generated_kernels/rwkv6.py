@@ -7,6 +7,7 @@ Recurrence (state V x K, q already scaled): o_t = S_{t-1} q_t + (q_t^T (u . k_t)
 v_t k_t^T (w log decay)
 """
 import contextlib
+import functools
 
 import torch
 import triton
@@ -14,14 +15,16 @@ import triton.language as tl
 
 from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _fail, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, bind_params,
-    block_sizes, check_args, check_grads, check_keywords, effective_tiling, explains_resources, flip_time,
+    cached_specs,
+    block_sizes, check_args, check_grads, check_keywords, effective_tiling, explains_resources, fitted_grad_bv,
+            flip_time,
     gpu_sms, input_options, kernel_types, needs_grad, refuse_grad, sequence_offsets, sequence_tables,
     state_layout_in, state_layout_out, unused_rows)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
-        grad_BV=64, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='input',
+        grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='input',
         gradv_dots='tf32_mixed', grad_dots='input', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
         fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 # the tiles' arguments, then the parameters' ([H, K] each)
@@ -40,14 +43,54 @@ PARAMS = (('r', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '
 RECURRENT_PARAMS = (('r', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False),
         ('w', 'w', '', '', False), ('u', 'u', '', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = []
+FP32_TILES = ["Gc"]
+
+
+@triton.jit(do_not_specialize=["T"])
+def _intra_kernel(w, out_Gc, scale, T,
+                  H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                  BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                  DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
+    # one program per (chunk, batch*head); V is one block
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
+    if VARLEN:
+        i_c = i_t.to(tl.int64)
+        i_n = tl.load(ci + i_t * 2)
+        i_t = tl.load(ci + i_t * 2 + 1)
+        bos = tl.load(cu + i_n).to(tl.int64)
+        T = tl.load(cu + i_n + 1) - tl.load(cu + i_n)
+    else:
+        bos = i_b.to(tl.int64) * T
+        i_c = i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = 0 * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    b_G = tl.load(w + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.).to(tl.float32)
+    # Gc = \text{cumsum}\left(\mathbf{G}\right)   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
+    b_Gc = tl.cumsum(b_G, axis=0)
+
+    tl.store(out_Gc + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_Gc.to(out_Gc.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 
 
 # T and the two flags are runtime values: fewer specialisations, fewer compiles.  The
 # scan carries the state and writes S_[t-1]^C of every chunk to h; the outputs are then
 # computed for all chunks in parallel
 @triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
-def _state_kernel(k, v, w, h, h0, ht, scale, T,
+def _state_kernel(k, v, in_Gc, h, h0, ht, scale, T,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -87,10 +130,8 @@ def _state_kernel(k, v, w, h, h0, ht, scale, T,
                 other=0.)
         b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
                 other=0.)
-        b_G = tl.load(w + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
-                other=0.).to(tl.float32)
-        # Gc = \text{cumsum}\left(\mathbf{G}\right)   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-        b_Gc = tl.cumsum(b_G, axis=0)
+        b_Gc = tl.load(in_Gc + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :],
+                mask=(o_k < K)[None, :], other=0.).to(tl.float32)
         # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
         b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gc, 0.), axis=0, keep_dims=True))
         # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\exp\left(\boldsymbol{g}^C\right)\right) + \mathbf{V}^\top
@@ -107,7 +148,7 @@ def _state_kernel(k, v, w, h, h0, ht, scale, T,
 
 
 @triton.jit(do_not_specialize=["T"])
-def _out_kernel(q, k, v, w, u, h, o, rng, scale, T,
+def _out_kernel(q, k, v, w, u, in_Gc, h, o, rng, scale, T,
                 H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -154,8 +195,9 @@ def _out_kernel(q, k, v, w, u, h, o, rng, scale, T,
     b_G = tl.load(w + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32)
     b_u = tl.load(u + i_h * K + o_k[:, None], mask=(o_k < K)[:, None], other=0.).to(tl.float32)
-    # Gc = \text{cumsum}\left(\mathbf{G}\right)   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-    b_Gc = tl.cumsum(b_G, axis=0)
+    b_Gc = tl.load(in_Gc + ((bos + i_t * BT) * H + i_h) * K
+            + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
     # Ge = \mathbf{G}^c - \mathbf{G}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_Ge = (b_Gc - b_G)
     # Ql = \mathbf{Q} \odot \exp\left(\mathbf{G}^e\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
@@ -186,7 +228,7 @@ def _out_kernel(q, k, v, w, u, h, o, rng, scale, T,
 # the last chunk down; writes delta S_[t]^C of every chunk to dh and the initial state's
 # gradient to dh0.  V-blocked like the state scan.
 @triton.jit(do_not_specialize=["T", "use_dht"])
-def _dstate_kernel(q, w, do, dh, dht, dh0, scale, T,
+def _dstate_kernel(q, w, do, in_Gc, dh, dht, dh0, scale, T,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -228,8 +270,8 @@ def _dstate_kernel(q, w, do, dh, dht, dh0, scale, T,
                 other=0.).to(tl.float32)
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
                 other=0.)
-        # Gc = \text{cumsum}\left(\mathbf{G}\right)   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-        b_Gc = tl.cumsum(b_G, axis=0)
+        b_Gc = tl.load(in_Gc + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :],
+                mask=(o_k < K)[None, :], other=0.).to(tl.float32)
         # Ge = \mathbf{G}^c - \mathbf{G}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
         b_Ge = (b_Gc - b_G)
         # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
@@ -253,7 +295,7 @@ def _dstate_kernel(q, w, do, dh, dht, dh0, scale, T,
 # V block; the kernels after it read them summed over the blocks and never touch a tile
 # with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, w, do, u, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, rng, scale, T, NCH,
+def _dgradv_kernel(q, k, v, w, do, u, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -305,8 +347,9 @@ def _dgradv_kernel(q, k, v, w, do, u, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, 
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_u = tl.load(u + i_h * K + o_k[:, None], mask=(o_k < K)[:, None], other=0.).to(tl.float32)
-    # Gc = \text{cumsum}\left(\mathbf{G}\right)   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-    b_Gc = tl.cumsum(b_G, axis=0)
+    b_Gc = tl.load(in_Gc + ((bos + i_t * BT) * H + i_h) * K
+            + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
     # Ge = \mathbf{G}^c - \mathbf{G}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_Ge = (b_Gc - b_G)
     # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
@@ -360,7 +403,7 @@ def _dgradv_kernel(q, k, v, w, do, u, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, 
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradk_kernel(q, k, w, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w, d_u, rng, scale, T, NCH,
+def _dgradk_kernel(q, k, w, u, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w, d_u, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -419,8 +462,9 @@ def _dgradk_kernel(q, k, w, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w,
     b_G = tl.load(w + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32)
     b_u = tl.load(u + i_h * K + o_k[:, None], mask=(o_k < K)[:, None], other=0.).to(tl.float32)
-    # Gc = \text{cumsum}\left(\mathbf{G}\right)   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-    b_Gc = tl.cumsum(b_G, axis=0)
+    b_Gc = tl.load(in_Gc + ((bos + i_t * BT) * H + i_h) * K
+            + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
     # Ge = \mathbf{G}^c - \mathbf{G}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_Ge = (b_Gc - b_G)
     # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
@@ -494,6 +538,7 @@ def tiling_override(**changes):
         TILING = saved
 
 
+@cached_specs
 def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False):
     """Every kernel's launch for inputs of ``dtype`` on ``device`` with head sizes K and V,
     under ``tiling`` (default: the TILING in force): a Launches.  The launch code below
@@ -506,10 +551,13 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
     tune = autotuning(til, torch.device(device))
     kernels = [
+        # the intra kernel holds every V column of a chunk
+        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
+               False),
         Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
         Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, True),
     ]
-    BVG = min(til.grad_BV, BV_full)
+    BVG, fits = fitted_grad_bv("chunk_rwkv6", dtype, device, K, V, min(til.grad_BV, BV_full))
     NV = triton.cdiv(V, BVG)
     BKB = None
     rtypes = kernel_types(dtype, device, til.reverse_dots)
@@ -522,7 +570,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
                True),
         Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune, True),
     ]
-    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels})
+    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits)
 
 
 @explains_resources("chunk_rwkv6", "forward")
@@ -540,19 +588,22 @@ def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
+    Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](w, Gc, scale, T,
+                                              H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     o = empty_like(v)
     ht = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
     h0 = initial_state if initial_state is not None else o
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](k, v, w, h, h0, ht, scale, T,
+    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](k, v, Gc, h, h0, ht, scale, T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
-    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, w, u, h, o, rng, scale,
-            T,
+    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, w, u, Gc, h, o, rng,
+            scale, T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
-        kept = dict(h=h)
+        kept = dict(Gc=Gc, h=h)
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -573,10 +624,13 @@ def _backward_states(q, k, v, w, u, do, dht, scale, chunk_size=None, seqs=None):
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
+    Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](w, Gc, scale, T,
+                                              H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
-    spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, w, do, dh,
+    spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, w, do, Gc, dh,
             dht if dht is not None else dh0, dh0, scale, T,
                                                H=H, HQ=HQ, **sq, use_dht=int(dht is not None),
                                                        **spec["_dstate_kernel"].kwargs)
@@ -584,7 +638,8 @@ def _backward_states(q, k, v, w, u, do, dht, scale, chunk_size=None, seqs=None):
     return dh, dh0
 
 
-@explains_resources("chunk_rwkv6", "backward")
+@explains_resources("chunk_rwkv6", "backward",
+                    specs=lambda q, v: launch_specs(q.dtype, q.device, q.shape[-1], v.shape[-1]))
 def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None, kept=None, seqs=None):
     """Every argument's gradient and the initial state's, for L = <do, o> + <dht, final
     state> (dht may be None): the forward state scan (h), the reverse scan (dh) and the
@@ -603,19 +658,23 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     if kept is None:
-        
+        Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](w, Gc, scale, T,
+                                                  H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
+
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](k, v, w, h, h0, v, scale,
+        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](k, v, Gc, h, h0, v, scale,
                 T,
                                                   H=H, HQ=HQ, **sq, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
     else:
         h = kept["h"]
+        Gc = kept["Gc"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
-    spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, w, do, dh,
+    spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, w, do, Gc, dh,
             dht if dht is not None else dh0, dh0, scale, T,
                                                H=H, HQ=HQ, **sq, use_dht=int(dht is not None),
                                                        **spec["_dstate_kernel"].kwargs)
@@ -634,11 +693,11 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
     d_v = empty_like(v)
     d_w = empty_like(w)
     d_u = torch.empty(NCH, K, dtype=torch.float32, device=q.device)   # chunk t's part of the gradient
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, w, do, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, h,
-            dh, d_v, rng, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, w, do, u, Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4,
+            h, dh, d_v, rng, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
-    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, w, u, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w,
-            d_u, rng, scale, T, NCH,
+    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, w, u, Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k,
+            d_w, d_u, rng, scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradk_kernel"].kwargs)
     d_u = d_u.view(B, NT, H, K).sum((0, 1)).to(u.dtype)   # summed over batch and chunks
     if H != HQ:

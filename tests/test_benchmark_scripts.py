@@ -126,6 +126,8 @@ BAD_INPUT = [
     ("compile_check.py", ["--variants", "gla", "--set", "nope=1"], "'nope'"),
     ("cpu_grad_accuracy.py", ["--variant", "gla", "--shape", "1,20,1,16"], "is not B,T,H,K,V"),
     ("compile_check.py", ["--variants", "gla,nope"], "unknown variant 'nope'"),
+    ("fla_layers_patched.py", ["--layers", "gla,nope"], "unknown layer(s) nope"),
+    ("fla_layers_patched.py", ["--shape", "2,64"], "T = 64: FLA's layers take their recurrent path"),
 ]
 
 
@@ -226,7 +228,8 @@ def test_cpu_grad_accuracy_bench_inputs_are_the_benchmarks_slice():
 
 
 def test_shell_scripts_parse_and_name_existing_entry_points():
-    for sh in ("gpu_run.sh", "gpu_campaign.sh", "gpu_varlen.sh", "sweep.sh", "tcache.sh"):
+    for sh in ("gpu_run.sh", "gpu_campaign.sh", "gpu_varlen.sh", "gpu_profile.sh", "gpu_final.sh", "sweep.sh",
+               "tcache.sh"):
         path = os.path.join(ROOT, "benchmarks", sh)
         assert subprocess.run(["bash", "-n", path]).returncode == 0, sh
         text = open(path).read()
@@ -304,3 +307,22 @@ def test_recurrent_vs_fla_runs_under_the_interpreter(tmp_path):
                                                         for s in ("ours recurrent", "ours chunk")]
     assert all(x["ms"] is not None and x["err"] < 5e-2 for x in rows)
     assert rows[0]["func"] == "fused_recurrent_gla" and rows[3]["func"] == "chunk_rwkv6"
+
+
+def test_fla_layers_patch_puts_ours_in_and_takes_it_out(bench_path):
+    # the layer check patches every chunk_<op> the layer's module imports (here a
+    # stand-in module: FLA's layers run on a GPU only), counts the calls of ours, and
+    # restores FLA's afterwards
+    import types
+    import fla_layers_patched as L
+    from chunkproof.fuzz.cases import make_inputs
+    fla_op = object()
+    mod = types.ModuleType("stand_in_layer")
+    mod.chunk_gla, mod.fused_recurrent_gla, mod.other = fla_op, fla_op, fla_op
+    calls = {}
+    with L.patched(mod, calls) as names:
+        assert names == ["chunk_gla"] and mod.fused_recurrent_gla is fla_op
+        args, _, _ = make_inputs("gla", 1, 8, 1, 16, 16, seed=0)
+        o, _ = mod.chunk_gla(*args)
+        assert o.shape == args[2].shape
+    assert calls == {"chunk_gla": 1} and mod.chunk_gla is fla_op

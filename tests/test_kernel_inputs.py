@@ -122,6 +122,61 @@ def test_out_of_resources_names_the_function_and_the_knobs(monkeypatch):
         m.chunk_gated_delta_rule(*args)
 
 
+class _FitsUpTo:
+    """A gradient kernel that, like a GPU's shared memory, takes V blocks up to ``bv``."""
+    def __init__(self, kernel, bv):
+        self.kernel, self.bv, self.asked = kernel, bv, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            from triton.runtime.errors import OutOfResources
+            self.asked.append(kwargs["BV"])
+            if kwargs["BV"] > self.bv:
+                raise OutOfResources(262144, 232448, "shared memory")
+            return self.kernel[grid](*args, **kwargs)
+        return launch
+
+
+@pytest.mark.parametrize("name", ["gla", "kda"])
+def test_gradient_block_narrows_until_it_fits(monkeypatch, name):
+    # TILING grad_BV asks for the widest V block; a launch over the GPU's shared memory
+    # (RWKV-6's at 128 on the H200) makes the backward halve it until it fits, keep that
+    # block for these inputs, and compute what the narrower tiling computes
+    from chunkproof.kernels import _runtime
+    m = module(name)
+    monkeypatch.setattr(_runtime, "_FITTED_GRAD_BV", {})
+    fake = _FitsUpTo(m._dgradv_kernel, 16)
+    monkeypatch.setattr(m, "_dgradv_kernel", fake)
+    args, _, _ = make_inputs(name, 1, 20, 1, 16, 64, seed=3)
+    fn = getattr(m, f"chunk_{name}")
+
+    def grads(leaves):
+        leaves = [a.detach().clone().requires_grad_(a.is_floating_point()) for a in leaves]
+        o, _ = fn(*leaves)
+        o.sum().backward()
+        return [a.grad for a in leaves if a.grad is not None]
+    assert m.launch_specs(torch.float32, "cpu", 16, 64).BVG == 64
+    narrowed = grads(args)
+    assert fake.asked[:3] == [64, 32, 16]
+    assert m.launch_specs(torch.float32, "cpu", 16, 64).BVG == 16          # kept for these inputs
+    assert m.launch_specs(torch.float32, "cpu", 16, 128).BVG == 128        # not for others
+    with m.tiling_override(grad_BV=16):
+        direct = grads(args)
+    assert all(torch.equal(a, b) for a, b in zip(narrowed, direct))
+
+
+def test_gradient_block_at_its_narrowest_is_reported(monkeypatch):
+    from chunkproof.kernels import _runtime
+    m = module("gla")
+    monkeypatch.setattr(_runtime, "_FITTED_GRAD_BV", {})
+    monkeypatch.setattr(m, "_dgradv_kernel", _FitsUpTo(m._dgradv_kernel, 8))
+    (q, k, v, g), _, _ = make_inputs("gla", 1, 8, 1, 16, 32, seed=0)
+    q.requires_grad_()
+    o, _ = m.chunk_gla(q, k, v, g)
+    with pytest.raises(RuntimeError, match=r"chunk_gla \(backward, float32, K=16, V=32\).*262144 of shared memory"):
+        o.sum().backward()
+
+
 def test_head_sizes_over_the_gpu_limit_are_refused_on_a_gpu(monkeypatch):
     # over GPU_MAX_HEAD_DIM the kernels have passed under the interpreter only: a CUDA
     # tensor is refused by name before anything launches (checked here with a stand-in

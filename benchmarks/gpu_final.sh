@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One device call in three phases, each bounded: (1) the GPU kernel tests of TEST_K
+# (default the kernels changed on 2026-12-04: simple GLA and RWKV-6's prefix sums, Gated
+# DeltaNet's narrowed gradient V block) for TESTS_S seconds (default 130); (2) FLA's layer
+# classes with our ops patched in (benchmarks/fla_layers_patched.py --quick-autotune) for
+# LAYERS_S seconds (default 150); (3) `chunkproof bench --mode both` at SHAPES (default
+# 4x4096x16x128) for VARIANTS (default "kda dplr_delta_rule gated_delta_rule") in what
+# is left of LIMIT (default 575).  Triton's cache from .tcache/ is restored first
+# (benchmarks/tcache.sh).  Writes under $OUT: setup.log, pytest_gpu.txt, fla_layers.md,
+# fla_layers.json, latest.json, bench.md, bench.log.  Needs .whl/ with fla_core,
+# flash_linear_attention (the layers), einops and packaging wheels.
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+. benchmarks/gpu_setup.sh
+export PYTHONUNBUFFERED=1
+T0=$SECONDS
+LIMIT="${LIMIT:-575}"
+. benchmarks/tcache.sh
+tcache_restore > "$OUT/bench.log" 2>&1
+
+k="${TEST_K:-simple_gla or rwkv6 or gated_delta_rule}"
+timeout "${TESTS_S:-130}" python3 -m pytest -o addopts= -m gpu -q -rA -p no:cacheprovider tests/test_kernels.py \
+    -k "$k" > "$OUT/pytest_gpu.txt" 2>&1
+echo "pytest rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/pytest_gpu.txt"
+
+timeout "${LAYERS_S:-150}" python3 benchmarks/fla_layers_patched.py --quick-autotune --out "$OUT" \
+    > "$OUT/fla_layers.log" 2>&1
+echo "layers rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/fla_layers.log"
+cat "$OUT/fla_layers.md" 2>/dev/null
+
+left=$((LIMIT - (SECONDS - T0) - 15))
+if [ "$left" -gt 90 ]; then
+    vs=()
+    for v in ${VARIANTS:-kda dplr_delta_rule gated_delta_rule}; do vs+=(--variant "$v"); done
+    timeout -k 10 "$left" python3 -m chunkproof bench "${vs[@]}" --mode both --shapes "${SHAPES:-4x4096x16x128}" \
+        --budget $((left - 100)) -o "$OUT/latest.json" > "$OUT/bench.md" 2>> "$OUT/bench.log"
+    echo "bench rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/bench.log"
+    cat "$OUT/bench.md"
+else
+    echo "no time left for the bench ($left s)" | tee -a "$OUT/bench.log"
+fi
