@@ -19,6 +19,7 @@ import contextlib
 import copy
 import importlib
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -111,7 +112,14 @@ def _errors(got, ref):
     return out
 
 
+def _say(key, t0, what):
+    # progress on stderr: a first call compiles (FLA's fp32 and bf16 ops, ours) for
+    # minutes, and a run cut short should say how far each layer got
+    print(f"[{key}] {time.time() - t0:6.1f} s {what}", file=sys.stderr)
+
+
 def check_layer(key, B, T, seed=0):
+    t0 = time.time()
     mod_name, cls_name, kw = LAYERS[key]
     module = _layer_module(mod_name)
     torch.manual_seed(seed)
@@ -126,12 +134,14 @@ def check_layer(key, B, T, seed=0):
     if not names:
         return dict(row, ok=False, note="the module imports no chunk_<op> that chunkproof has")
     ref_note = "FLA fp32"
+    _say(key, t0, f"{cls_name} built; the fp32 reference (FLA's op)...")
     try:
         ref = _run(copy.deepcopy(layer).float(), x, do)
     except Exception as e:  # noqa: BLE001  (FLA refuses some backwards on this Triton)
         ref_note = f"ours fp32 (FLA fp32 failed: {type(e).__name__}: {str(e)[:120]})"
         with patched(module, calls):
             ref = _run(copy.deepcopy(layer).float(), x, do)
+    _say(key, t0, f"reference: {ref_note}; FLA's op in bf16...")
     half = copy.deepcopy(layer).to(torch.bfloat16)
     xb = x.to(torch.bfloat16)
     try:
@@ -139,6 +149,7 @@ def check_layer(key, B, T, seed=0):
     except Exception as e:  # noqa: BLE001
         fla_err, row["fla_note"] = {}, f"{type(e).__name__}: {str(e)[:160]}"
     calls.clear()
+    _say(key, t0, "ours in bf16...")
     with patched(module, calls):
         ours_err = _errors(_run(half, xb, do), ref)
     row.update(reference=ref_note, calls=dict(calls), ours=ours_err, fla=fla_err)

@@ -3,7 +3,7 @@
 # (default the kernels changed on 2026-12-04: simple GLA and RWKV-6's prefix sums, Gated
 # DeltaNet's narrowed gradient V block) for TESTS_S seconds (default 130); (2) FLA's layer
 # classes with our ops patched in (benchmarks/fla_layers_patched.py --quick-autotune) for
-# LAYERS_S seconds (default 150); (3) `chunkproof bench --mode both` at SHAPES (default
+# LAYERS_S seconds (default 150); TESTS_S=0 skips (1); (3) `chunkproof bench --mode both` at SHAPES (default
 # 4x4096x16x128) for VARIANTS (default "kda dplr_delta_rule gated_delta_rule") in what
 # is left of LIMIT (default 575).  Triton's cache from .tcache/ is restored first
 # (benchmarks/tcache.sh).  Writes under $OUT: setup.log, pytest_gpu.txt, fla_layers.md,
@@ -18,10 +18,12 @@ LIMIT="${LIMIT:-575}"
 . benchmarks/tcache.sh
 tcache_restore > "$OUT/bench.log" 2>&1
 
-k="${TEST_K:-simple_gla or rwkv6 or gated_delta_rule}"
-timeout "${TESTS_S:-130}" python3 -m pytest -o addopts= -m gpu -q -rA -p no:cacheprovider tests/test_kernels.py \
-    -k "$k" > "$OUT/pytest_gpu.txt" 2>&1
-echo "pytest rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/pytest_gpu.txt"
+if [ "${TESTS_S:-130}" -gt 0 ]; then
+    k="${TEST_K:-simple_gla or rwkv6 or gated_delta_rule}"
+    timeout "${TESTS_S:-130}" python3 -m pytest -o addopts= -m gpu -q -rA -p no:cacheprovider tests/test_kernels.py \
+        -k "$k" > "$OUT/pytest_gpu.txt" 2>&1
+    echo "pytest rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/pytest_gpu.txt"
+fi
 
 timeout "${LAYERS_S:-150}" python3 benchmarks/fla_layers_patched.py --quick-autotune --out "$OUT" \
     > "$OUT/fla_layers.log" 2>&1
