@@ -7,7 +7,8 @@
 # 4x4096x16x128) for VARIANTS (default "kda dplr_delta_rule gated_delta_rule") in what
 # is left of LIMIT (default 575).  Triton's cache from .tcache/ is restored first
 # (benchmarks/tcache.sh).  Writes under $OUT: setup.log, pytest_gpu.txt, fla_layers.md,
-# fla_layers.json, latest.json, bench.md, bench.log.  Needs .whl/ with fla_core,
+# fla_layers.json, latest.json, bench.md, bench.log, tcache.part*, autotune.tar
+# (benchmarks/tcache.sh says where each goes).  Needs .whl/ with fla_core,
 # flash_linear_attention (the layers), einops and packaging wheels.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,7 @@ T0=$SECONDS
 LIMIT="${LIMIT:-575}"
 . benchmarks/tcache.sh
 tcache_restore > "$OUT/bench.log" 2>&1
+trap 'tcache_pack "$OUT"' EXIT
 
 if [ "${TESTS_S:-130}" -gt 0 ]; then
     k="${TEST_K:-simple_gla or rwkv6 or gated_delta_rule}"

@@ -326,3 +326,33 @@ def test_fla_layers_patch_puts_ours_in_and_takes_it_out(bench_path):
         o, _ = mod.chunk_gla(*args)
         assert o.shape == args[2].shape
     assert calls == {"chunk_gla": 1} and mod.chunk_gla is fla_op
+
+
+def test_tcache_restores_the_committed_autotune_results_and_packs_flas(tmp_path):
+    # benchmarks/autotune_cache/ (FLA's autotune results from an H200 run) goes into the
+    # Triton cache a GPU script runs with; the pack writes FLA's results back, not ours
+    import shutil
+    cache, work = tmp_path / "tcache", tmp_path / "work"      # work: a checkout without .tcache/
+    shutil.copytree(os.path.join(ROOT, "benchmarks", "autotune_cache"), work / "benchmarks" / "autotune_cache")
+    sh = os.path.join(ROOT, "benchmarks", "tcache.sh")
+    env = dict(os.environ, TCACHE_DIR=str(cache))
+    r = subprocess.run(["bash", "-c", f". {sh} && tcache_restore && echo $TRITON_CACHE_DIR"],
+                       cwd=work, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    committed = sorted(p.relative_to(os.path.join(ROOT, "benchmarks", "autotune_cache")).as_posix()
+                       for p in __import__("pathlib").Path(ROOT, "benchmarks", "autotune_cache").rglob("*.json"))
+    restored = sorted(p.relative_to(cache).as_posix() for p in cache.rglob("*.autotune.json"))
+    assert committed and restored == committed and r.stdout.split()[-1] == str(cache)
+    for name in restored:
+        rec = json.load(open(cache / name))
+        assert rec["key"] and rec["configs_timings"] and not os.path.basename(name).startswith("_")
+    ours = cache / "OURS" / "_dgradv_kernel.autotune.json"
+    ours.parent.mkdir()
+    ours.write_text("{}")
+    out = tmp_path / "out"
+    out.mkdir()
+    r = subprocess.run(["bash", "-c", f". {sh} && tcache_pack {out}"], cwd=work, env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    packed = subprocess.run(["tar", "-tf", str(out / "autotune.tar")], capture_output=True, text=True).stdout.split()
+    assert sorted(p[2:] for p in packed) == committed and (out / "tcache.partaa").exists()
