@@ -356,3 +356,23 @@ def test_tcache_restores_the_committed_autotune_results_and_packs_flas(tmp_path)
     assert r.returncode == 0, r.stderr
     packed = subprocess.run(["tar", "-tf", str(out / "autotune.tar")], capture_output=True, text=True).stdout.split()
     assert sorted(p[2:] for p in packed) == committed and (out / "tcache.partaa").exists()
+
+
+def test_kernel_bytes_records_every_launch_without_running_one(bench_path, monkeypatch):
+    # the kernels are stood in for by recorders (nothing runs), and put back afterwards
+    import kernel_bytes as KB
+    from chunkproof.fuzz.cases import module
+    m = module("gla")
+    before = m._dgradv_kernel
+    log = KB.launches("gla", (1, 70, 2, 16))
+    assert m._dgradv_kernel is before
+    per = KB.bytes_per_kernel(log)
+    assert set(per) == {"_intra_kernel", "_state_kernel", "_out_kernel", "_dstate_kernel", "_dgradv_kernel",
+                        "_dgradk_kernel"}
+    q_bytes = 1 * 70 * 2 * 16 * 2
+    assert all(b >= q_bytes for _, b in per.values())
+    # a guarded kernel's second pass (BLOCKED) is a launch that adds no bytes
+    assert per["_out_kernel"][0] == 2 and any(blocked for name, _, _, blocked in log if name == "_out_kernel")
+    times = KB.profile_times(os.path.join(ROOT, "benchmarks", "results", "2026-12-03", "two_pass", "profile.md"),
+                             "gla", "grad_BV=128")
+    assert times["_dgradk_kernel"] == 1142.6 and "| all |" in KB.table(per, times)

@@ -1,0 +1,141 @@
+"""Bytes each generated kernel must move, and (given a profile) the bandwidth it reached:
+where forward + backward time goes, set against the memory floor kernel by kernel.
+
+The kernels are not run: every `_*_kernel` of the module is replaced by a recorder and
+the public function runs forward + backward on CPU tensors of the real shape (Triton's
+interpreter mode only lets the API accept them; nothing executes).  Each launch records
+its grid and the tensors it is passed; a kernel's bytes are the sizes of the distinct
+tensors it is passed, each counted once: what it moves if it reads or writes each once
+(a V-blocked kernel that re-reads q and k per block, or spills, moves more; one that is
+passed a tensor it does not read, less: a row over 100% of the copy bandwidth says so).
+With --profile (a profile_kernels.py
+--mode fwd+bwd table of the same variant and shape) each row gets the kernel's measured
+device time and the bandwidth that floor implies, against the copy bandwidth measured
+on the H200 (4.22 TB/s).
+
+    TRITON_INTERPRET=1 python benchmarks/kernel_bytes.py --variant gla [--shape 4,4096,16,128] \
+        [--profile benchmarks/results/2026-12-04/profile_base/fwdbwd.md --config "grad_BV=128"]
+"""
+import os
+import re
+import sys
+
+import torch
+
+from chunkproof.bench import args as A, calls, inputs
+
+PROG = "kernel_bytes.py"
+COPY_TBPS = 4.22
+
+
+class Recorder:
+    """Stands in for one Triton kernel: records each launch's grid and tensor arguments."""
+
+    def __init__(self, name, log):
+        self.name, self.log = name, log
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            meta = {k: v for k, v in kwargs.items() if not isinstance(v, torch.Tensor)}
+            g = grid(meta) if callable(grid) else grid
+            tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+            self.log.append((self.name, tuple(g), tensors, meta.get("BLOCKED")))
+        return launch
+
+
+def launches(variant, shape, seed=0):
+    """[(kernel, grid, tensors, BLOCKED)] of one forward + backward at ``shape``."""
+    B, T, H, D = shape
+    mod, fn = calls.ours(variant)
+    log = []
+    saved = {n: getattr(mod, n) for n in dir(mod) if re.fullmatch(r"_\w+_kernel", n)}
+    x = inputs.bench_inputs(variant, B, T, H, D, torch.bfloat16, torch.float32, "cpu", seed=seed)
+    h0, do, dht = inputs.cotangents(B, T, H, D, D, torch.bfloat16, "cpu")
+    try:
+        for n in saved:
+            setattr(mod, n, Recorder(n, log))
+        calls.fwd_bwd(fn, x, h0, do, dht, D ** -0.5)
+    finally:
+        for n, k in saved.items():
+            setattr(mod, n, k)
+    return log
+
+
+def bytes_per_kernel(log):
+    """{kernel: (launches, bytes)}: per launch, the distinct tensors' sizes (a second
+    pass of a guarded kernel, which recomputes only flagged chunks, adds none)."""
+    out = {}
+    for name, _, tensors, blocked in log:
+        n, b = out.get(name, (0, 0))
+        if not blocked:
+            seen = {}
+            for t in tensors:
+                seen[(t.data_ptr(), t.nbytes)] = t.nbytes
+            b += sum(seen.values())
+        out[name] = (n + 1, b)
+    return out
+
+
+def profile_times(path, variant, config):
+    """{kernel: us per call} of the section `### ours [config]` under `## variant` of a
+    profile_kernels.py table."""
+    want = f"### ours [{config or 'defaults'}]"
+    rows, here, inside = {}, False, False
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("## "):
+                here, inside = line[3:].strip() == variant, False
+            elif line.startswith("### "):
+                inside = here and line.startswith(want)
+            elif inside and line.startswith("| `"):
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                rows[cells[0].strip("`")] = float(cells[2])
+    if not rows:
+        raise ValueError(f"{path}: no section {want!r} under '## {variant}'")
+    return rows
+
+
+def table(per, times=None):
+    lines = ["| kernel | launches | MB passed | us | GB/s | of copy bandwidth |", "|---|---|---|---|---|---|"]
+    total_b = total_us = 0.0
+    for name, (n, b) in sorted(per.items(), key=lambda kv: -kv[1][1]):
+        us = (times or {}).get(name)
+        total_b += b
+        if us:
+            total_us += us
+            bw = b / (us * 1e-6) / 1e9
+            lines.append(f"| `{name}` | {n} | {b / 1e6:.0f} | {us:.0f} | {bw:.0f} | {bw / (COPY_TBPS * 1e3):.0%} |")
+        else:
+            lines.append(f"| `{name}` | {n} | {b / 1e6:.0f} | - | - | - |")
+    if total_us:
+        bw = total_b / (total_us * 1e-6) / 1e9
+        lines.append(f"| all | | {total_b / 1e6:.0f} | {total_us:.0f} | {bw:.0f} | {bw / (COPY_TBPS * 1e3):.0%} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = A.Parser(prog=PROG, description=__doc__.split("\n")[0])
+    p.add_argument("--variant", required=True)
+    p.add_argument("--shape", default="4,4096,16,128", help="B,T,H,D")
+    p.add_argument("--profile", default=None, help="a profile_kernels.py --mode fwd+bwd table")
+    p.add_argument("--config", default="", help="its section: the TILING overrides it was run with ('' defaults)")
+    a = p.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        variant = A.variant(a.variant)
+        shape = A.shape(a.shape)
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            raise ValueError("run with TRITON_INTERPRET=1 (the API then takes CPU tensors; no kernel runs)")
+        times = profile_times(a.profile, variant, a.config) if a.profile else None
+    except (ValueError, OSError) as e:
+        return A.fail(PROG, e)
+    from chunkproof.bench import tiling
+    with tiling.applied(calls.ours(variant)[0], tiling.parse_overrides(a.config)):
+        per = bytes_per_kernel(launches(variant, shape))
+    print(f"{variant} forward + backward at (B, T, H, D) = {shape}, bf16"
+          + (f"; times: {a.profile} [{a.config or 'defaults'}]" if a.profile else ""))
+    print(table(per, times))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
