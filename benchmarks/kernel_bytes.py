@@ -39,7 +39,8 @@ class Recorder:
             meta = {k: v for k, v in kwargs.items() if not isinstance(v, torch.Tensor)}
             g = grid(meta) if callable(grid) else grid
             tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
-            self.log.append((self.name, tuple(g), tensors, meta.get("BLOCKED")))
+            if self.log is not None:     # None: record nothing (keeping the tensors would keep them alive)
+                self.log.append((self.name, tuple(g), tensors, meta.get("BLOCKED")))
         return launch
 
 
@@ -59,6 +60,62 @@ def launches(variant, shape, seed=0):
         for n, k in saved.items():
             setattr(mod, n, k)
     return log
+
+
+class _Allocations:
+    """The generated module's torch, counting the bytes alive of what it allocates
+    (torch.empty, zeros, empty_like, zeros_like; freed when the last reference goes, as
+    the CUDA caching allocator counts them) and their peak, with what was alive then."""
+
+    def __init__(self, real):
+        self.real, self.live, self.peak, self.at_peak = real, {}, 0, []
+        self.alive_at = {}     # an allocation's name -> the names alive just before it (its last)
+
+    def __getattr__(self, name):
+        fn = getattr(self.real, name)
+        if name not in ("empty", "zeros", "empty_like", "zeros_like"):
+            return fn
+
+        def alloc(*a, **kw):
+            import inspect
+            import weakref
+            t = fn(*a, **kw)
+            caller = inspect.stack()[1]
+            what = (caller.code_context or ["?"])[0].strip().split("=")[0].strip() or caller.function
+            key = id(t)
+            self.alive_at[what] = {w for w, _ in self.live.values()}
+            self.live[key] = (what, t.nbytes)
+            weakref.finalize(t, self.live.pop, key, None)
+            total = sum(b for _, b in self.live.values())
+            if total > self.peak:
+                self.peak, self.at_peak = total, sorted(self.live.values(), key=lambda x: -x[1])
+            return t
+        return alloc
+
+
+def peak_memory(variant, shape, seed=0):
+    """(bytes of the inputs, cotangents and initial state; the peak of what the module
+    allocates on top during one forward + backward; what was alive at that peak), the
+    kernels stood in for (nothing runs).  Besides the inputs, torch.cuda.max_memory_allocated
+    on a GPU also counts what torch itself allocates (autograd's gradient buffers)."""
+    B, T, H, D = shape
+    mod, fn = calls.ours(variant)
+    x = inputs.bench_inputs(variant, B, T, H, D, torch.bfloat16, torch.float32, "cpu", seed=seed)
+    h0, do, dht = inputs.cotangents(B, T, H, D, D, torch.bfloat16, "cpu")
+    base = sum(t.nbytes for t in list(x.values()) + [h0, do, dht])
+    saved = {n: getattr(mod, n) for n in dir(mod) if re.fullmatch(r"_\w+_kernel", n)}
+    track = _Allocations(mod.torch)
+    try:
+        for n in saved:
+            setattr(mod, n, Recorder(n, None))
+        mod.torch = track
+        calls.fwd_bwd(fn, x, h0, do, dht, D ** -0.5)
+    finally:
+        mod.torch = track.real
+        for n, k in saved.items():
+            setattr(mod, n, k)
+    peak_memory.last = track
+    return base, track.peak, track.at_peak
 
 
 def bytes_per_kernel(log):
@@ -119,6 +176,8 @@ def main(argv=None):
     p.add_argument("--shape", default="4,4096,16,128", help="B,T,H,D")
     p.add_argument("--profile", default=None, help="a profile_kernels.py --mode fwd+bwd table")
     p.add_argument("--config", default="", help="its section: the TILING overrides it was run with ('' defaults)")
+    p.add_argument("--memory", action="store_true", help="also the peak of what the module allocates, and what "
+                                                          "is alive then")
     a = p.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         variant = A.variant(a.variant)
@@ -134,6 +193,12 @@ def main(argv=None):
     print(f"{variant} forward + backward at (B, T, H, D) = {shape}, bf16"
           + (f"; times: {a.profile} [{a.config or 'defaults'}]" if a.profile else ""))
     print(table(per, times))
+    if a.memory:
+        with tiling.applied(calls.ours(variant)[0], tiling.parse_overrides(a.config)):
+            base, peak, alive = peak_memory(variant, shape)
+        print(f"\ninputs, cotangents, initial state: {base / 2**20:.0f} MiB; allocated by the module at its peak: "
+              f"{peak / 2**20:.0f} MiB; together {(base + peak) / 2**20:.0f} MiB.  Alive at the peak:")
+        print(", ".join(f"{w} {b / 2**20:.0f}" for w, b in alive if b >= 2**20))
     return 0
 
 

@@ -299,6 +299,18 @@ class BackwardStages:
     def gradient_kernels(self) -> List[Stage]:
         return [s for s in (self.grad_v, self.grad_k, self.grad_c, self.grad_kb) if s]
 
+    def freed_after(self) -> Dict[str, List[str]]:
+        """Per stage, the host buffers of passed tiles (r_<name>) that no later kernel
+        reads: the host code drops them after that stage's launch, so that they do not
+        add to the peak memory of what comes after."""
+        stages = [(n, getattr(self, n)) for n in ("reverse_pre", "reverse_scan", "grad_v", "grad_k", "grad_c",
+                                                  "grad_kb") if getattr(self, n)]
+        last = {}
+        for n, st in stages:
+            for s in st.reads_passed:
+                last[s.name] = n
+        return {n: sorted(f"r_{k}" for k, at in last.items() if at == n) for n, _ in stages}
+
 
 def backward_stages(plan: Plan, bwd) -> BackwardStages:
     loads, env = _backward_inputs()

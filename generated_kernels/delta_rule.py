@@ -770,20 +770,26 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
     r_vr4 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     r_vr5 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32, device=q.device)
 
+    d_v = empty_like(v)
+
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](k, v, beta, do, At, W, U, r_hr0, r_vr0, r_vr1, r_vr2,
+            r_vr3, r_vr4, r_vr5, h, dh, d_v, scale, T, NCH,
+                                   H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
+    # the chunk states and their gradients are read by the V kernel only: dropped before
+    # the K side's buffers are allocated (peak memory)
+    del h, dh, r_hr0
     # per value head, in fp32, then summed over each query/key head's group
     d_q = empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
     # per value head, in fp32, then summed over each query/key head's group
     d_k = empty(B, T, H, K, dtype=torch.float32 if H != HQ else k.dtype, device=q.device)
-    d_v = empty_like(v)
     d_beta = empty_like(beta)
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](k, v, beta, do, At, W, U, r_hr0, r_vr0, r_vr1, r_vr2,
-            r_vr3, r_vr4, r_vr5, h, dh, d_v, scale, T, NCH,
-                                   H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
+
     r_dXt = torch.empty(B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
 
     spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, beta, At, r_vr2, r_vr4, r_vr5, r_dXt, d_beta, scale, T,
             NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradc_kernel"].kwargs)
+    del r_vr4, r_vr5     # read by the C kernel only
     spec["_dgradkb_kernel"].on(_dgradkb_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, beta, At, r_vr0, r_vr1,
             r_vr2, r_vr3, r_dXt, d_q, d_k, scale, T, NCH,
                                                        H=H, HQ=HQ, **sq, **spec["_dgradkb_kernel"].kwargs)

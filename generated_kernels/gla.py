@@ -662,15 +662,20 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
     r_vr3 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     r_vr4 = torch.empty(NV, B * NT * H, BKF * 1, dtype=torch.float32, device=q.device)
 
+    d_v = empty_like(v)
+
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, do, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, h,
+            dh, d_v, rng, scale, T, NCH,
+                                   H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
+    # the chunk states and their gradients are read by the V kernel only: dropped before
+    # the K side's buffers are allocated (peak memory)
+    del h, dh
     # per value head, in fp32, then summed over each query/key head's group
     d_q = empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
     # per value head, in fp32, then summed over each query/key head's group
     d_k = empty(B, T, H, K, dtype=torch.float32 if H != HQ else k.dtype, device=q.device)
-    d_v = empty_like(v)
     d_g = empty_like(g)
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, do, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, h,
-            dh, d_v, rng, scale, T, NCH,
-                                   H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
+
     spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k,
             d_g, rng, scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradk_kernel"].kwargs)

@@ -621,14 +621,19 @@ def _backward(q, k, v, do, dht, scale, initial_state=None, chunk_size=None, kept
     r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
 
+    d_v = empty_like(v)
+
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, do, Gamma, r_vr0, r_vr1, r_vr2, h, dh, d_v,
+            scale, T, NCH,
+                                   H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
+    # the chunk states and their gradients are read by the V kernel only: dropped before
+    # the K side's buffers are allocated (peak memory)
+    del h, dh
     # per value head, in fp32, then summed over each query/key head's group
     d_q = empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
     # per value head, in fp32, then summed over each query/key head's group
     d_k = empty(B, T, H, K, dtype=torch.float32 if H != HQ else k.dtype, device=q.device)
-    d_v = empty_like(v)
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, do, Gamma, r_vr0, r_vr1, r_vr2, h, dh, d_v,
-            scale, T, NCH,
-                                   H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
+
     spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, Gamma, r_vr0, r_vr1, r_vr2, d_q, d_k, scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradk_kernel"].kwargs)
     if H != HQ:

@@ -376,3 +376,18 @@ def test_kernel_bytes_records_every_launch_without_running_one(bench_path, monke
     times = KB.profile_times(os.path.join(ROOT, "benchmarks", "results", "2026-12-03", "two_pass", "profile.md"),
                              "gla", "grad_BV=128")
     assert times["_dgradk_kernel"] == 1142.6 and "| all |" in KB.table(per, times)
+
+
+@pytest.mark.parametrize("variant", ["gla", "gated_delta_rule", "rwkv6"])
+def test_backward_drops_the_states_before_the_k_side_allocates(bench_path, variant):
+    # peak memory: the V kernel is the last reader of dh (and of the reverse scan's
+    # passed tiles), so the K side's gradients are allocated after they are dropped; the
+    # allocations are counted with the kernels stood in for (kernel_bytes.peak_memory,
+    # which reproduced the H200's peaks of 2026-12-04: 2065 MiB for Gated DeltaNet, 1488
+    # for RWKV-6, 970 for simple GLA)
+    import kernel_bytes as KB
+    base, peak, alive = KB.peak_memory(variant, (1, 70, 2, 16))
+    seen = KB.peak_memory.last.alive_at
+    assert base > 0 and peak > 0 and alive
+    assert "dh" in seen["d_v"] and "dh" not in seen["d_q"] and "dh" not in seen["d_k"]
+    assert not any(n.startswith("r_hr") for n in seen["d_q"])
