@@ -116,6 +116,14 @@ def _picked(v: Variant, plan, check):
     return picked, build(picked, plan.deriv, check=False)   # its forward claims were checked already
 
 
+def log_gates(v: Variant, plan) -> tuple:
+    """The arguments that hold a log gate: log_of() arguments (kind gate_*) and those bound
+    to a recurrence input of kind 'loggate' (simple GLA's g, RWKV-6's w)."""
+    rec = plan.deriv.recurrences[plan.deriv.program_recurrence[plan.program.name]]
+    kinds = {i.seq: i.kind for i in rec.inputs}
+    return tuple(a.name for a in v.args if a.kind.startswith("gate") or kinds.get(a.tile) == "loggate")
+
+
 def gated_lines(v: Variant, plan) -> List[str]:
     """The gradient lines with a gated intra-chunk product: the precision planner's
     candidates for tf32x3 (Variant.precise_lines)."""
@@ -171,7 +179,7 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
             if progress:
                 progress(f"planning the product precision of {v.name} (its record: {why}; codegen/precision.py)")
             rec, src = precision.plan(v, lambda vv: render_variant(vv, plan=plan, env=env, check=False),
-                                      runtime, gated_lines(v, plan), measure, progress)
+                                      runtime, gated_lines(v, plan), measure, progress, gates=log_gates(v, plan))
             if not rec["met"] and progress:
                 progress(f"{v.name}: the precision target ({precision.TARGET}x the plain chunked bf16 "
                          f"baseline's error) is NOT met: worst {rec['worst_ratio']}x, with every product at "

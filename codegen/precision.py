@@ -7,7 +7,8 @@ forward_dots, reverse_dots, gradv_dots, grad_dots: "input" < "tf32" < "tf32_mixe
 and the gradient lines whose gated products take tf32x3 (Variant.precise_lines).  It
 starts from the cheapest choice and promotes one family by one step, or one line, at a
 time, always the promotion that lowers the worst ratio most, until every tensor meets
-the target or nothing is left to promote.
+the target or nothing is left to promote; then it takes back, one at a time, each
+promotion whose removal keeps the target.
 
 Measured on the CPU: the kernel under Triton's interpreter with the H200's rounding
 emulated (chunkproof.fuzz.rounding), bf16 inputs, forward + backward, against autograd
@@ -29,11 +30,15 @@ from .tiling import DOTS
 from .variants import Variant
 
 TARGET = 0.8
+# the gate gradients' second side: each within GATE_SLACK times the same kernel's error at
+# its most precise choice.  The chunked baseline is as loose on them as the kernel can be
+# (simple GLA's dg at 8.6e-2 met TARGET, with FLA at 2.4e-3 on the H200; docs/measurements.md)
+GATE_SLACK = 2.0
 SHAPES = ((1, 128, 2, 64, 64), (1, 130, 1, 32, 48))
 SEED = 5
 FAMILIES = ("forward_dots", "reverse_dots", "gradv_dots", "grad_dots")
 RECORD = "{}.precision.json"       # beside the generated module
-VERSION = 1
+VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +49,10 @@ class Choice:
     @classmethod
     def cheapest(cls):
         return cls(tuple((f, DOTS[0]) for f in FAMILIES))
+
+    @classmethod
+    def most_precise(cls, lines):
+        return cls(tuple((f, DOTS[-1]) for f in FAMILIES), tuple(sorted(lines)))
 
     def promotions(self, lines):
         """Every choice one step more precise: one family one type up, or one more line."""
@@ -56,6 +65,18 @@ class Choice:
         for n in lines:
             if n not in self.lines:
                 out.append((f"line {n} -> tf32x3", Choice(self.dots, tuple(sorted(self.lines + (n,))))))
+        return out
+
+    def demotions(self):
+        """Every choice one step cheaper: one family one type down, or one line fewer."""
+        out = []
+        for i, (f, t) in enumerate(self.dots):
+            if DOTS.index(t) > 0:
+                d = list(self.dots)
+                d[i] = (f, DOTS[DOTS.index(t) - 1])
+                out.append((f"{f} back to {d[i][1]}", Choice(tuple(d), self.lines)))
+        for n in self.lines:
+            out.append((f"line {n} back", Choice(self.dots, tuple(x for x in self.lines if x != n))))
         return out
 
     def cost(self):
@@ -113,39 +134,71 @@ def record_text(rec: dict) -> str:
 
 def fresh(rec: Optional[dict], src: str, runtime: str) -> bool:
     return bool(rec) and rec.get("version") == VERSION and rec.get("target") == TARGET and \
+        rec.get("gate_slack") == GATE_SLACK and \
         rec.get("shapes") == [list(s) for s in SHAPES] and rec.get("source_sha256") == source_hash(src, runtime)
 
 
 def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List[str], measure,
-         progress=None) -> Tuple[dict, str]:
-    """(record, source) for ``v``: the cheapest choice meeting TARGET (docstring);
+         progress=None, gates: Tuple[str, ...] = ()) -> Tuple[dict, str]:
+    """(record, source) for ``v``: the cheapest choice meeting TARGET and, for the
+    gradients of ``gates`` (the arguments holding a log gate), GATE_SLACK (docstring);
     ``lines``: the gradient lines that may take tf32x3 (gen.gated_lines); ``measure``:
     (v, runtime, shapes, seed) -> an object whose ratios(choice description, source)
     gives '<shape> <tensor>' -> ours / baseline (chunkproof.fuzz.precision_measure)."""
     say = progress or (lambda m: None)
     t0 = time.time()
     m = measure(v, runtime, SHAPES, SEED)
+    top = Choice.most_precise(lines)
+    r_top = m.ratios(_describe(top), render(apply(v, top))) if gates else {}
+    ceiling = [k for k in r_top if k.split(" ", 1)[1] in {f"d{g}" for g in gates}]
+
+    def score(r):
+        """Over 1 while the choice misses a target: the worst of the two sides, each
+        over its bound."""
+        worst = max(r.values()) / TARGET
+        for k in ceiling:
+            worst = max(worst, (r[k] / r_top[k] if r_top[k] > 0 else float("inf")) / GATE_SLACK)
+        return worst
+
     cur = Choice.cheapest()
     src = render(apply(v, cur))
     r = m.ratios(_describe(cur), src)
-    steps = [dict(step="start", worst=max(r.values()))]
-    say(f"precision of {v.name}: start {_describe(cur)}, worst ratio {max(r.values()):.2f} (target {TARGET})")
-    while max(r.values()) > TARGET:
+    steps = [dict(step="start", worst=max(r.values()), score=score(r))]
+    say(f"precision of {v.name}: start {_describe(cur)}, worst ratio {max(r.values()):.2f} (target {TARGET}), "
+        f"score {score(r):.2f}")
+    while score(r) > 1:
         tried = []
         for what, c in cur.promotions(lines):
             s = render(apply(v, c))
             rc = m.ratios(_describe(c), s)
-            tried.append((max(rc.values()), c.cost(), what, c, s, rc))
+            tried.append((score(rc), c.cost(), what, c, s, rc))
         if not tried:
             break
-        worst, _, what, cur, src, r = min(tried, key=lambda t: (t[0], t[1]))
-        steps.append(dict(step=what, worst=worst, candidates=len(tried)))
-        say(f"precision of {v.name}: {what} (of {len(tried)}), worst ratio {worst:.2f}")
+        sc, _, what, cur, src, r = min(tried, key=lambda t: (t[0], t[1]))
+        steps.append(dict(step=what, worst=max(r.values()), score=sc, candidates=len(tried)))
+        say(f"precision of {v.name}: {what} (of {len(tried)}), worst ratio {max(r.values()):.2f}, score {sc:.2f}")
+    # the climb crosses plateaus (ties go to the first of equal promotions) with
+    # promotions that turn out not to matter: each is taken back while the target holds
+    backed, back_tries = score(r) <= 1, 0
+    while backed:
+        backed = False
+        for what, c in cur.demotions():
+            s = render(apply(v, c))
+            rc = m.ratios(_describe(c), s)
+            back_tries += 1
+            if score(rc) <= 1:
+                cur, src, r, backed = c, s, rc, True
+                steps.append(dict(step=what, worst=max(r.values()), score=score(r)))
+                say(f"precision of {v.name}: {what}, worst ratio {max(r.values()):.2f}, score {score(r):.2f}")
+                break
     worst = max(r.values())
-    rec = dict(version=VERSION, kernel=v.func, target=TARGET, shapes=[list(s) for s in SHAPES], seed=SEED,
-               choice=cur.as_dict(), met=worst <= TARGET, worst_ratio=round(worst, 4),
-               ratios={k: round(x, 4) for k, x in sorted(r.items())}, gated_lines=lines, steps=steps,
-               evaluations=m.n, source_sha256=source_hash(src, runtime), seconds=round(time.time() - t0, 1))
+    rec = dict(version=VERSION, kernel=v.func, target=TARGET, gate_slack=GATE_SLACK, shapes=[list(s) for s in SHAPES],
+               seed=SEED, choice=cur.as_dict(), met=score(r) <= 1, worst_ratio=round(worst, 4),
+               ratios={k: round(x, 4) for k, x in sorted(r.items())}, gated_lines=lines, gates=list(gates),
+               ceiling_ratios={k: round(r[k] / r_top[k], 4) for k in sorted(ceiling) if r_top[k] > 0},
+               steps=steps, evaluations=m.n, take_back_evaluations=back_tries,
+               source_sha256=source_hash(src, runtime),
+               seconds=round(time.time() - t0, 1))
     rec.update(_versions())
     return rec, src
 

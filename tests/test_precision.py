@@ -97,8 +97,43 @@ class _Synthetic:
 
 def test_a_plateau_is_crossed_by_the_cheaper_promotions(monkeypatch):
     # ties in the worst ratio go to the cheaper choice, so the climb reaches the one
-    # family that matters; it keeps what it promoted on the way (no step back)
+    # family that matters; what it promoted on the way and did not need is taken back
     v = next(v for v in VARIANTS if v.name == "delta_rule")
     rec, _ = precision.plan(v, lambda vv: "", "", ["dQ"], _Synthetic)
-    assert rec["met"] and rec["choice"]["reverse_dots"] == DOTS[-1]
-    assert rec["worst_ratio"] == 0.5 and rec["evaluations"] == 1 + sum(s.get("candidates", 0) for s in rec["steps"])
+    assert rec["met"] and rec["choice"] == dict(forward_dots="input", reverse_dots=DOTS[-1], gradv_dots="input",
+                                                grad_dots="input", precise_lines=[])
+    assert any("back to" in s["step"] for s in rec["steps"])
+    assert rec["worst_ratio"] == 0.5 and rec["evaluations"] == 1 + sum(s.get("candidates", 0) for s in rec["steps"]) \
+        + rec["take_back_evaluations"]
+
+
+class _LooseGate:
+    """A stand-in measurement where every tensor meets TARGET from the cheapest choice,
+    but the gate gradient 'dg' is 20x its error at the most precise choice until
+    gradv_dots reaches tf32_mixed (simple GLA's case, docs/measurements.md)."""
+    def __init__(self, v, runtime, shapes, seed):
+        self.n = 0
+
+    def ratios(self, desc, src):
+        self.n += 1
+        precise = "gradv_dots=tf32_mixed" in desc
+        return {"s dq": 0.5, "s dg": 0.03 if precise else 0.6}
+
+
+def test_a_gate_gradient_is_held_to_the_kernel_at_its_most_precise(monkeypatch):
+    v = next(v for v in VARIANTS if v.name == "simple_gla")
+    rec, _ = precision.plan(v, lambda vv: "", "", [], _LooseGate, gates=("g",))
+    assert rec["met"] and rec["choice"]["gradv_dots"] == "tf32_mixed"
+    assert rec["ceiling_ratios"] == {"s dg": 1.0} and rec["gates"] == ["g"]
+    # without the gate named, the baseline-relative target alone keeps the cheapest choice
+    rec, _ = precision.plan(v, lambda vv: "", "", [], _LooseGate)
+    assert rec["met"] and Choice.from_dict(rec["choice"]) == Choice.cheapest()
+
+
+def test_the_bundled_variants_name_their_log_gates():
+    from chunkproof.codegen import gen as G
+    from chunkproof.fuzz.cases import log_gates
+    from chunkproof.codegen.plan import load_variant
+    # the planner's (codegen, from the derivation) and the fuzz campaign's (from the oracle)
+    for v in VARIANTS:
+        assert list(G.log_gates(v, load_variant(v, check=False))) == log_gates(v.name), v.name
