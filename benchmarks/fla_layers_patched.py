@@ -30,6 +30,7 @@ import torch
 
 from chunkproof.bench import args as A
 from chunkproof.bench import fla as F
+from chunkproof.bench.metrics import rel_rms
 
 PROG = "fla_layers_patched.py"
 TOL, RATIO = 5e-2, 1.5
@@ -102,16 +103,11 @@ def _run(layer, x, do):
     return o.detach().float(), x.grad.detach().float(), grads
 
 
-def _rel(a, b):
-    b = b.double()
-    return ((a.double() - b).norm() / b.norm().clamp_min(1e-30)).item()
-
-
 def _errors(got, ref):
     o, dx, dp = got
     ro, rdx, rdp = ref
-    out = {"o": _rel(o, ro), "dx": _rel(dx, rdx)}
-    out.update({f"d.{n}": _rel(dp[n], rdp[n]) for n in rdp if n in dp})
+    out = {"o": rel_rms(o, ro.double()), "dx": rel_rms(dx, rdx.double())}
+    out.update({f"d.{n}": rel_rms(dp[n], rdp[n].double()) for n in rdp if n in dp})
     return out
 
 

@@ -203,11 +203,11 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
     # a chunk's prefix products of the gates: a scan along the chunk that every stage
     # would repeat (on the GPU it cost the state scan a third of its time); the intra
     # stage computes it once and writes its log.  What reads it is not made heavy.
-    cum = {n for n, e in defs if isinstance(e, ir.CumProd) and "S_prev" not in _closure(n, dmap)}
+    prods = {n for n, e in defs if isinstance(e, ir.CumProd) and "S_prev" not in _closure(n, dmap)}
     # the same for a prefix sum along the chunk (a log-space gate's cumsum): in the state
     # scan it cost simple GLA's 559 us against RetNet's 110 (H200, docs/measurements.md)
     sums = {n for n, e in defs if isinstance(e, ir.CumSum) and "S_prev" not in _closure(n, dmap)}
-    cum |= sums
+    cum = prods | sums
     stored = heavy | cum
     def reach(exprs) -> Set[str]:
         """Definitions a stage computing ``exprs`` reads: recursively, stopping at
@@ -235,7 +235,7 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
     inverses = {n for n, e in defs if isinstance(e, ir.Inv) and n in heavy and e.shape() == ("C", "C")} \
         if v.backward else set()
     plan.boundary = [n for n, _ in defs if n in stored and (n in scan_needed or n in inverses)]
-    plan.logs = {n for n in plan.boundary if n in cum and n not in sums}
+    plan.logs = {n for n in plan.boundary if n in prods}
     plan.sums = {n for n in plan.boundary if n in sums}
     for n in plan.boundary:
         rows, cols = dmap[n].shape()

@@ -148,8 +148,12 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
     say = progress or (lambda m: None)
     t0 = time.time()
     m = measure(v, runtime, SHAPES, SEED)
-    top = Choice.most_precise(lines)
-    r_top = m.ratios(_describe(top), render(apply(v, top))) if gates else {}
+
+    def measured(c):
+        """(source, ratios) of the kernel printed with choice ``c``."""
+        s = render(apply(v, c))
+        return s, m.ratios(_describe(c), s)
+    r_top = measured(Choice.most_precise(lines))[1] if gates else {}
     ceiling = [k for k in r_top if k.split(" ", 1)[1] in {f"d{g}" for g in gates}]
 
     def score(r):
@@ -161,16 +165,14 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
         return worst
 
     cur = Choice.cheapest()
-    src = render(apply(v, cur))
-    r = m.ratios(_describe(cur), src)
+    src, r = measured(cur)
     steps = [dict(step="start", worst=max(r.values()), score=score(r))]
     say(f"precision of {v.name}: start {_describe(cur)}, worst ratio {max(r.values()):.2f} (target {TARGET}), "
         f"score {score(r):.2f}")
     while score(r) > 1:
         tried = []
         for what, c in cur.promotions(lines):
-            s = render(apply(v, c))
-            rc = m.ratios(_describe(c), s)
+            s, rc = measured(c)
             tried.append((score(rc), c.cost(), what, c, s, rc))
         if not tried:
             break
@@ -183,8 +185,7 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
     while backed:
         backed = False
         for what, c in cur.demotions():
-            s = render(apply(v, c))
-            rc = m.ratios(_describe(c), s)
+            s, rc = measured(c)
             back_tries += 1
             if score(rc) <= 1:
                 cur, src, r, backed = c, s, rc, True
