@@ -399,17 +399,20 @@ class Launches:
         return self.kernels[kernel]
 
 
-# (function, dtype, device, K, V, the gradient V block asked for) -> the widest V block
-# whose gradient kernels fit the GPU, where a launch at a wider one did not
+# (function, dtype, device, K, V, the gradient V block asked for, the tiling in force) ->
+# the widest V block whose gradient kernels fit the GPU, where a launch at a wider one did
+# not.  The tiling is in the key: what fits depends on its product types, warps and
+# stages, so a block narrowed under one tiling is not imposed on another
 _FITTED_GRAD_BV = {}
 MIN_GRAD_BV = 16
 
 
-def fitted_grad_bv(func, dtype, device, K, V, asked):
+def fitted_grad_bv(func, dtype, device, K, V, asked, tiling=None):
     """The gradient kernels' V block: ``asked`` (TILING grad_BV, at most V), or, after a
-    launch at it needed more shared memory than this GPU has, the narrower one that fitted
-    (narrow_grad_bv).  Returns (V block, the key narrow_grad_bv records it under)."""
-    key = (func, dtype, str(torch.device(device)), K, V, asked)
+    launch at it under ``tiling`` needed more shared memory than this GPU has, the
+    narrower one that fitted (narrow_grad_bv).  Returns (V block, the key narrow_grad_bv
+    records it under)."""
+    key = (func, dtype, str(torch.device(device)), K, V, asked, tiling)
     return _FITTED_GRAD_BV.get(key, asked), key
 
 

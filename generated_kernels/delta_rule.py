@@ -625,7 +625,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
         Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, False),
     ]
-    BVG, fits = fitted_grad_bv("chunk_delta_rule", dtype, device, K, V, min(til.grad_BV, BV_full))
+    BVG, fits = fitted_grad_bv("chunk_delta_rule", dtype, device, K, V, min(til.grad_BV, BV_full), til)
     NV = triton.cdiv(V, BVG)
     BKB = min(til.grad_BK, BK)
     rtypes = kernel_types(dtype, device, til.reverse_dots)

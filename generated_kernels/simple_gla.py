@@ -490,7 +490,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
         Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, False),
     ]
-    BVG, fits = fitted_grad_bv("chunk_simple_gla", dtype, device, K, V, min(til.grad_BV, BV_full))
+    BVG, fits = fitted_grad_bv("chunk_simple_gla", dtype, device, K, V, min(til.grad_BV, BV_full), til)
     NV = triton.cdiv(V, BVG)
     BKB = None
     rtypes = kernel_types(dtype, device, til.reverse_dots)

@@ -160,6 +160,8 @@ def test_gradient_block_narrows_until_it_fits(monkeypatch, name):
     assert fake.asked[:3] == [64, 32, 16]
     assert m.launch_specs(torch.float32, "cpu", 16, 64).BVG == 16          # kept for these inputs
     assert m.launch_specs(torch.float32, "cpu", 16, 128).BVG == 128        # not for others
+    with m.tiling_override(grad_warps=2):                                  # nor under another tiling
+        assert m.launch_specs(torch.float32, "cpu", 16, 64).BVG == 64
     with m.tiling_override(grad_BV=16):
         direct = grads(args)
     assert all(torch.equal(a, b) for a, b in zip(narrowed, direct))
