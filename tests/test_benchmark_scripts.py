@@ -128,6 +128,8 @@ BAD_INPUT = [
     ("compile_check.py", ["--variants", "gla,nope"], "unknown variant 'nope'"),
     ("fla_layers_patched.py", ["--layers", "gla,nope"], "unknown layer(s) nope"),
     ("fla_layers_patched.py", ["--shape", "2,64"], "T = 64: FLA's layers take their recurrent path"),
+    ("ncu_summary.py", ["README.md"], "not an ncu --csv --page details file"),
+    ("ncu_kernels.py", ["--variant", "nope"], "unknown variant 'nope'"),
 ]
 
 
@@ -229,7 +231,7 @@ def test_cpu_grad_accuracy_bench_inputs_are_the_benchmarks_slice():
 
 def test_shell_scripts_parse_and_name_existing_entry_points():
     for sh in ("gpu_run.sh", "gpu_campaign.sh", "gpu_varlen.sh", "gpu_profile.sh", "gpu_final.sh", "sweep.sh",
-               "tcache.sh"):
+               "tcache.sh", "gpu_ncu.sh"):
         path = os.path.join(ROOT, "benchmarks", sh)
         assert subprocess.run(["bash", "-n", path]).returncode == 0, sh
         text = open(path).read()
@@ -391,3 +393,14 @@ def test_backward_drops_the_states_before_the_k_side_allocates(bench_path, varia
     assert base > 0 and peak > 0 and alive
     assert "dh" in seen["d_v"] and "dh" not in seen["d_q"] and "dh" not in seen["d_k"]
     assert not any(n.startswith("r_hr") for n in seen["d_q"])
+
+
+def test_ncu_summary_tabulates_each_launch_of_ours(bench_path, tmp_path):
+    # the committed Nsight Compute CSV of KDA's forward (H200, 2026-12-04): one row per
+    # launch of ours in launch order, PyTorch's fill left out, durations in us
+    import ncu_summary
+    path = os.path.join(ROOT, "benchmarks", "results", "2026-12-04", "ncu_kda", "ncu_kda_fwd.csv")
+    rows = [ln for ln in ncu_summary.table(path).splitlines() if ln.startswith("| `")]
+    assert [r.split("`")[1] for r in rows] == ["_intra_kernel", "_intra_kernel", "_state_kernel", "_out_kernel",
+                                               "_out_kernel"]
+    assert rows[2].split(" | ")[3] == "385.7"
