@@ -3,7 +3,8 @@
 # (default the kernels changed on 2026-12-04: simple GLA and RWKV-6's prefix sums, Gated
 # DeltaNet's narrowed gradient V block) for TESTS_S seconds (default 130); (2) FLA's layer
 # classes with our ops patched in (benchmarks/fla_layers_patched.py --quick-autotune) for
-# LAYERS_S seconds (default 150); TESTS_S=0 skips (1); (3) `chunkproof bench --mode both` at SHAPES (default
+# LAYERS_S seconds (default 150), the layers of LAYERS (default all seven, comma-
+# separated); TESTS_S=0 skips (1); (3) `chunkproof bench --mode both` at SHAPES (default
 # 4x4096x16x128) for VARIANTS (default "kda dplr_delta_rule gated_delta_rule") in what
 # is left of LIMIT (default 575).  Triton's cache from .tcache/ is restored first
 # (benchmarks/tcache.sh).  Writes under $OUT: setup.log, pytest_gpu.txt, fla_layers.md,
@@ -28,6 +29,7 @@ if [ "${TESTS_S:-130}" -gt 0 ]; then
 fi
 
 timeout "${LAYERS_S:-150}" python3 benchmarks/fla_layers_patched.py --quick-autotune --out "$OUT" \
+    --layers "${LAYERS:-gla,gated_deltanet,kda,delta_net,retention,rwkv6,simple_gla}" \
     > "$OUT/fla_layers.log" 2>&1
 echo "layers rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/fla_layers.log"
 cat "$OUT/fla_layers.md" 2>/dev/null
