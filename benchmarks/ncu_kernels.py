@@ -83,12 +83,7 @@ def main(argv=None):
     x = inputs.bench_inputs(a.variant, B, T, H, D, a.torch_dtype, torch.float32, "cuda", seed=0)
     h0, do, dht = inputs.cotangents(B, T, H, D, D, a.torch_dtype, "cuda")
     mod, fn = calls.ours(a.variant)
-    if a.mode == "fwd":
-        def call():
-            return calls.forward(fn, x, None, D ** -0.5)
-    else:
-        def call():
-            return calls.fwd_bwd(fn, x, h0, do, dht, D ** -0.5)
+    call = calls.of_mode(a.mode, fn, x, h0, do, dht, D ** -0.5)
     for _ in range(2):
         call()
     torch.cuda.synchronize()

@@ -77,9 +77,7 @@ def main(argv=None):
         mod, fn = calls.ours(variant)
 
         def run(f):
-            if a.mode == "fwd":
-                return lambda: calls.forward(f, x, None, scale)
-            return lambda: calls.fwd_bwd(f, x, h0, do, dht, scale)
+            return calls.of_mode(a.mode, f, x, h0, do, dht, scale)
         parts.append(f"## {variant}\n")
         for text, cfg in a.configs:
             label = f"ours [{text or 'defaults'}]"

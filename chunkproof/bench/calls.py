@@ -29,3 +29,11 @@ def fwd_bwd_state(fn, inputs, h0, do, dht, scale=None):
         o, ht = fn(*leaves[:-1], scale=scale, initial_state=leaves[-1], output_final_state=True)
         grads = torch.autograd.grad([o, ht], leaves, [do, dht])
     return o.detach(), ht.detach(), dict(zip(list(inputs) + ["initial_state"], grads))
+
+
+def of_mode(mode, fn, inputs, h0, do, dht, scale=None):
+    """A call of ``fn`` taking no arguments: its forward alone ("fwd": no initial state, as
+    the bench's forward rows) or its forward + backward ("fwd+bwd")."""
+    if mode == "fwd":
+        return lambda: forward(fn, inputs, None, scale)
+    return lambda: fwd_bwd(fn, inputs, h0, do, dht, scale)
