@@ -54,6 +54,7 @@ class Stage:
     writes_passed: List[Stored] = field(default_factory=list)  # tiles written for a later one
     finals: List[str] = field(default_factory=list)           # the final values printed (g_<arg>, ...)
     gated: List[str] = field(default_factory=list)            # lines with a gated product taking GPREC
+    mixable: List[str] = field(default_factory=list)          # lines with a product of a read and a computed tile
 
     @property
     def guarded(self) -> bool:
@@ -113,7 +114,8 @@ def _live(lines: List[Line], roots) -> List[Line]:
     return keep
 
 
-def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_loads=(), extra_env=None) -> Stage:
+def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_loads=(), extra_env=None,
+           gradient=False) -> Stage:
     """Print ``kp``.  ``roots``: the tiles the skeleton reads besides the finals and the
     passed tiles written (a line no root reaches is not printed)."""
     plan = kp.plan
@@ -177,14 +179,22 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
     pr = TritonPrinter(env, lambda e: unit_lower(e, dmap, plan.diagonal), where, defs=dmap)
     # Variant.precise_lines: the lines whose gated products take GPREC (None: all)
     gprec = lambda n: "GPREC" if v.precise_lines is None or n in v.precise_lines else "PREC2"     # noqa: E731
+    # Variant.mixed_lines, in the gradient kernels only (None: all of their lines)
+    mixed = lambda n: gradient and (v.mixed_lines is None or n in v.mixed_lines)     # noqa: E731
     lines: List[Line] = []
-    gated = []
+    gated, mixable = [], []
+
+    def note(n, text):
+        """Records what line ``n`` (printed as ``text``) could take (the planner's candidates)."""
+        if pr.gprec == "GPREC" and "GPREC" in text:
+            gated.append(n)
+        if gradient and "DT3" in text:
+            mixable.append(n)
     for n in names:
         e = dmap[n]
-        pr.gprec = gprec(n)
+        pr.gprec, pr.mixed = gprec(n), mixed(n)
         val = pr.p(e)
-        if pr.gprec == "GPREC" and "GPREC" in (val.code or "") + (val.fac or "") + (val.log or ""):
-            gated.append(n)
+        note(n, (val.code or "") + (val.fac or "") + (val.log or ""))
         cmt = f"{n} = {to_latex(e)}   [{kp.cites[n]}]" if n in kp.cites else f"{n} = {to_latex(e)}"
         if val.log is not None and val.code is None:
             lines.append(Line(cmt, f"b_{n}_log", val.log))
@@ -207,11 +217,10 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
             # is distributed over them (printer.factor) rather than multiplying b_{n}
             env[n] = Val(f"b_{n}", val.shape, raw=val.raw, terms=val.terms, mix=val.mix)
     for f in finals:
-        pr.gprec = gprec(f.name)
+        pr.gprec, pr.mixed = gprec(f.name), mixed(f.name)
         lines.append(Line(f"{f.name} = {to_latex(f.expr)}   [claim {f.claim.id}, {f.claim.citation}]",
                           f"b_{f.name}", pr.code(f.expr)))
-        if pr.gprec == "GPREC" and "GPREC" in lines[-1].code:
-            gated.append(f.name)
+        note(f.name, lines[-1].code)
     _reuse_repeated_lines(lines)
     st.writes_passed = [_stored(p, pr.dense(env[p.name])) for p in kp.writes_passed]
     st.reads_passed = [_stored(p) for p in kp.reads_passed]
@@ -223,6 +232,7 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
         written |= {f"b_{w}", f"b_{w}_log"}
     st.lines = _live(lines, written)
     st.gated = [n for n in gated if any(ln.target.startswith(f"b_{n}") for ln in st.lines)]
+    st.mixable = [n for n in mixable if any(ln.target.startswith(f"b_{n}") for ln in st.lines)]
     live = set().union(written, *(_TILE.findall(ln.code) for ln in st.lines))
     st.loads = [ld for ld in st.loads if {f"b_{ld.tile}", f"b_{ld.tile}_log", f"b_{ld.tile}_log_last"} & live]
     return st
@@ -326,11 +336,12 @@ def backward_stages(plan: Plan, bwd) -> BackwardStages:
     else:
         reverse = printed(backward.reverse_scan(plan, bwd), "reverse scan kernel", roots=["b_dS_prev"])
     split = backward.split_gradients(plan, bwd, pre.writes_passed)
-    grad_v = printed(split.v, "gradient V kernel", state_in_memory=True)
+    grad_v = printed(split.v, "gradient V kernel", state_in_memory=True, gradient=True)
     ck, kb = backward.split_k(plan, split.k_side)
     grad_k = grad_c = grad_kb = None
     if ck.writes_passed:
-        grad_c, grad_kb = printed(ck, "gradient C kernel"), printed(kb, "gradient KB kernel")
+        grad_c, grad_kb = (printed(ck, "gradient C kernel", gradient=True),
+                           printed(kb, "gradient KB kernel", gradient=True))
     else:
-        grad_k = printed(split.k, "gradient K kernel")
+        grad_k = printed(split.k, "gradient K kernel", gradient=True)
     return BackwardStages(reverse, reverse_pre, reverse_scan, grad_v, grad_k, grad_c, grad_kb)

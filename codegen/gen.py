@@ -56,10 +56,11 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     if v.backward:   # the backward claims are checked once, for every stage
         bw = emit.backward_stages(plan, backward_claims(v, plan.deriv, check=check))
         printed = {ln.target for st in bw.gradient_kernels() for ln in st.lines}
-        unknown = [n for n in v.precise_lines or () if f"b_{n}" not in printed]
-        if unknown:
-            raise CodegenError(f"variant {v.name}: precise_lines names {unknown}, which no gradient kernel "
-                               f"computes (its lines: {sorted(t[2:] for t in printed)})")
+        for field_name in ("precise_lines", "mixed_lines"):
+            unknown = [n for n in getattr(v, field_name) or () if f"b_{n}" not in printed]
+            if unknown:
+                raise CodegenError(f"variant {v.name}: {field_name} names {unknown}, which no gradient kernel "
+                                   f"computes (its lines: {sorted(t[2:] for t in printed)})")
     tiling = tiling_of(v, bool(bw and bw.grad_kb))
     if bw:
         if (tiling.grad_BK is None) != (bw.grad_kb is None):
@@ -135,6 +136,17 @@ def gated_lines(v: Variant, plan) -> List[str]:
     return sorted({n for st in bw.gradient_kernels() for n in st.gated})
 
 
+def mixable_lines(v: Variant, plan) -> List[str]:
+    """The gradient lines with a product of a tile read from memory by a computed one: the
+    precision planner's candidates for Variant.mixed_lines."""
+    v = dataclasses.replace(v, mixed_lines=())
+    v, plan = _picked(v, dataclasses.replace(plan, variant=v), False)
+    if not v.backward:
+        return []
+    bw = emit.backward_stages(plan, backward_claims(v, plan.deriv, check=False))
+    return sorted({n for st in bw.gradient_kernels() for n in st.mixable})
+
+
 def _tiling_literal(t: Tiling) -> str:
     return "Tiling(" + ", ".join(f"{k}={getattr(t, k)!r}" for k in Tiling.keys()) + ")"
 
@@ -179,7 +191,8 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
             if progress:
                 progress(f"planning the product precision of {v.name} (its record: {why}; codegen/precision.py)")
             rec, src = precision.plan(v, lambda vv: render_variant(vv, plan=plan, env=env, check=False),
-                                      runtime, gated_lines(v, plan), measure, progress, gates=log_gates(v, plan))
+                                      runtime, gated_lines(v, plan), measure, progress, gates=log_gates(v, plan),
+                                      mixable=mixable_lines(v, plan))
             if not rec["met"] and progress:
                 progress(f"{v.name}: the precision target ({precision.TARGET}x the plain chunked bf16 "
                          f"baseline's error) is NOT met: worst {rec['worst_ratio']}x, with every product at "

@@ -3,12 +3,16 @@ by measurement against a stated accuracy target rather than set by hand (docs/ge
 "Precision").
 
 The choice is the four families of products with a computed tile (TILING
-forward_dots, reverse_dots, gradv_dots, grad_dots: "input" < "tf32" < "tf32_mixed")
-and the gradient lines whose gated products take tf32x3 (Variant.precise_lines).  It
-starts from the cheapest choice and promotes one family by one step, or one line, at a
-time, always the promotion that lowers the worst ratio most, until every tensor meets
-the target or nothing is left to promote; then it takes back, one at a time, each
-promotion whose removal keeps the target.
+forward_dots, reverse_dots, gradv_dots, grad_dots: "input" < "tf32" < "tf32_mixed"),
+the gradient lines whose gated products take tf32x3 (Variant.precise_lines) and the
+gradient lines that take "tf32_mixed" alone (Variant.mixed_lines).  It starts from the
+cheapest choice and promotes one family by one step, or one line, at a time, always the
+promotion that lowers the worst ratio most, until every tensor meets the target or
+nothing is left to promote; then it takes back, one at a time, each promotion whose
+removal keeps the target.  Last, a gradient family left at "tf32_mixed" is narrowed: the
+family back at "tf32" with the fewest mixed lines that keep the target (tf32_mixed
+stages every operand of the kernel in fp32, which on the H200 halved simple GLA's
+gradient V block: docs/measurements.md).
 
 Measured on the CPU: the kernel under Triton's interpreter with the H200's rounding
 emulated (chunkproof.fuzz.rounding), bf16 inputs, forward + backward, against autograd
@@ -38,13 +42,18 @@ SHAPES = ((1, 128, 2, 64, 64), (1, 130, 1, 32, 48))
 SEED = 5
 FAMILIES = ("forward_dots", "reverse_dots", "gradv_dots", "grad_dots")
 RECORD = "{}.precision.json"       # beside the generated module
-VERSION = 2
+VERSION = 3
+# the families whose lines Variant.mixed_lines names (the gradient kernels), and how much
+# a gate gradient may lose against its family at tf32_mixed when the family is narrowed
+MIXED_FAMILIES = ("gradv_dots", "grad_dots")
+NARROW_SLACK = 1.1
 
 
 @dataclasses.dataclass(frozen=True)
 class Choice:
     dots: Tuple[Tuple[str, str], ...]     # (family, type), FAMILIES' order
     lines: Tuple[str, ...] = ()           # precise lines, sorted
+    mixed: Tuple[str, ...] = ()           # mixed lines, sorted
 
     @classmethod
     def cheapest(cls):
@@ -61,10 +70,10 @@ class Choice:
             if DOTS.index(t) + 1 < len(DOTS):
                 d = list(self.dots)
                 d[i] = (f, DOTS[DOTS.index(t) + 1])
-                out.append((f"{f} -> {d[i][1]}", Choice(tuple(d), self.lines)))
+                out.append((f"{f} -> {d[i][1]}", Choice(tuple(d), self.lines, self.mixed)))
         for n in lines:
             if n not in self.lines:
-                out.append((f"line {n} -> tf32x3", Choice(self.dots, tuple(sorted(self.lines + (n,))))))
+                out.append((f"line {n} -> tf32x3", Choice(self.dots, tuple(sorted(self.lines + (n,))), self.mixed)))
         return out
 
     def demotions(self):
@@ -74,26 +83,35 @@ class Choice:
             if DOTS.index(t) > 0:
                 d = list(self.dots)
                 d[i] = (f, DOTS[DOTS.index(t) - 1])
-                out.append((f"{f} back to {d[i][1]}", Choice(tuple(d), self.lines)))
+                out.append((f"{f} back to {d[i][1]}", Choice(tuple(d), self.lines, self.mixed)))
         for n in self.lines:
-            out.append((f"line {n} back", Choice(self.dots, tuple(x for x in self.lines if x != n))))
+            out.append((f"line {n} back", Choice(self.dots, tuple(x for x in self.lines if x != n), self.mixed)))
+        for n in self.mixed:
+            out.append((f"mixed line {n} back", Choice(self.dots, self.lines, tuple(x for x in self.mixed if x != n))))
         return out
 
+    def with_family(self, family, kind):
+        return Choice(tuple((f, kind if f == family else t) for f, t in self.dots), self.lines, self.mixed)
+
+    def with_mixed(self, n):
+        return Choice(self.dots, self.lines, tuple(sorted(set(self.mixed) | {n})))
+
     def cost(self):
-        return sum(DOTS.index(t) for _, t in self.dots) + len(self.lines)
+        return sum(DOTS.index(t) for _, t in self.dots) + len(self.lines) + len(self.mixed)
 
     def as_dict(self):
-        return dict(dict(self.dots), precise_lines=list(self.lines))
+        return dict(dict(self.dots), precise_lines=list(self.lines), mixed_lines=list(self.mixed))
 
     @classmethod
     def from_dict(cls, d):
-        return cls(tuple((f, d[f]) for f in FAMILIES), tuple(sorted(d.get("precise_lines", ()))))
+        return cls(tuple((f, d[f]) for f in FAMILIES), tuple(sorted(d.get("precise_lines", ()))),
+                   tuple(sorted(d.get("mixed_lines", ()))))
 
 
 def apply(v: Variant, choice: Choice) -> Variant:
     """``v`` with the choice's product types and precise lines."""
     tiling = dict(v.tiling, **dict(choice.dots), grad_gated="tf32x3")
-    return dataclasses.replace(v, tiling=tiling, precise_lines=choice.lines)
+    return dataclasses.replace(v, tiling=tiling, precise_lines=choice.lines, mixed_lines=choice.mixed)
 
 
 def source_hash(src: str, runtime: str) -> str:
@@ -134,15 +152,16 @@ def record_text(rec: dict) -> str:
 
 def fresh(rec: Optional[dict], src: str, runtime: str) -> bool:
     return bool(rec) and rec.get("version") == VERSION and rec.get("target") == TARGET and \
-        rec.get("gate_slack") == GATE_SLACK and \
+        rec.get("gate_slack") == GATE_SLACK and rec.get("narrow_slack") == NARROW_SLACK and \
         rec.get("shapes") == [list(s) for s in SHAPES] and rec.get("source_sha256") == source_hash(src, runtime)
 
 
 def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List[str], measure,
-         progress=None, gates: Tuple[str, ...] = ()) -> Tuple[dict, str]:
+         progress=None, gates: Tuple[str, ...] = (), mixable: List[str] = ()) -> Tuple[dict, str]:
     """(record, source) for ``v``: the cheapest choice meeting TARGET and, for the
     gradients of ``gates`` (the arguments holding a log gate), GATE_SLACK (docstring);
-    ``lines``: the gradient lines that may take tf32x3 (gen.gated_lines); ``measure``:
+    ``lines``: the gradient lines that may take tf32x3 (gen.gated_lines); ``mixable``:
+    those that may take tf32_mixed alone (gen.mixable_lines); ``measure``:
     (v, runtime, shapes, seed) -> an object whose ratios(choice description, source)
     gives '<shape> <tensor>' -> ours / baseline (chunkproof.fuzz.precision_measure)."""
     say = progress or (lambda m: None)
@@ -179,23 +198,54 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
         sc, _, what, cur, src, r = min(tried, key=lambda t: (t[0], t[1]))
         steps.append(dict(step=what, worst=max(r.values()), score=sc, candidates=len(tried)))
         say(f"precision of {v.name}: {what} (of {len(tried)}), worst ratio {max(r.values()):.2f}, score {sc:.2f}")
-    # the climb crosses plateaus (ties go to the first of equal promotions) with
-    # promotions that turn out not to matter: each is taken back while the target holds
-    backed, back_tries = score(r) <= 1, 0
-    while backed:
-        backed = False
-        for what, c in cur.demotions():
-            s, rc = measured(c)
-            back_tries += 1
-            if score(rc) <= 1:
-                cur, src, r, backed = c, s, rc, True
-                steps.append(dict(step=what, worst=max(r.values()), score=score(r)))
-                say(f"precision of {v.name}: {what}, worst ratio {max(r.values()):.2f}, score {score(r):.2f}")
-                break
+    back_tries = 0
+
+    def take_back(cur, src, r):
+        """Each promotion taken back while the target holds (the climb crosses plateaus,
+        ties going to the first of equal promotions, with ones that turn out not to matter)."""
+        nonlocal back_tries
+        backed = score(r) <= 1
+        while backed:
+            backed = False
+            for what, c in cur.demotions():
+                s, rc = measured(c)
+                back_tries += 1
+                if score(rc) <= 1:
+                    cur, src, r, backed = c, s, rc, True
+                    steps.append(dict(step=what, worst=max(r.values()), score=score(r)))
+                    say(f"precision of {v.name}: {what}, worst ratio {max(r.values()):.2f}, score {score(r):.2f}")
+                    break
+        return cur, src, r
+
+    cur, src, r = take_back(cur, src, r)
+    for fam in MIXED_FAMILIES:
+        if score(r) > 1 or dict(cur.dots)[fam] != "tf32_mixed" or not mixable:
+            continue
+        r_wide = r
+
+        def kept(rc):
+            """Over 1 unless the target holds and no gate gradient loses more than
+            NARROW_SLACK against the family at tf32_mixed: narrowing is a saving at
+            the same accuracy, not a step down to the slack (the planner's shapes are
+            short, and a gate gradient's error grows with T: simple GLA's dg narrowed to
+            its line vr2 was 1.9x at T = 128 and 6x at T = 256, docs/measurements.md)."""
+            worst = score(rc)
+            for k in ceiling:
+                if r_wide[k] > 0:
+                    worst = max(worst, rc[k] / r_wide[k] / NARROW_SLACK)
+            return worst
+        narrowed = _narrowed(cur.with_family(fam, "tf32"), mixable, measured, kept)
+        if narrowed is not None:
+            cur, src, r = narrowed
+            steps.append(dict(step=f"{fam} narrowed to tf32 with mixed lines {', '.join(cur.mixed)}",
+                              worst=max(r.values()), score=score(r)))
+            say(f"precision of {v.name}: {steps[-1]['step']}, worst ratio {max(r.values()):.2f}, "
+                f"score {score(r):.2f}")
     worst = max(r.values())
-    rec = dict(version=VERSION, kernel=v.func, target=TARGET, gate_slack=GATE_SLACK, shapes=[list(s) for s in SHAPES],
+    rec = dict(version=VERSION, kernel=v.func, target=TARGET, gate_slack=GATE_SLACK, narrow_slack=NARROW_SLACK, shapes=[list(s) for s in SHAPES],
                seed=SEED, choice=cur.as_dict(), met=score(r) <= 1, worst_ratio=round(worst, 4),
-               ratios={k: round(x, 4) for k, x in sorted(r.items())}, gated_lines=lines, gates=list(gates),
+               ratios={k: round(x, 4) for k, x in sorted(r.items())}, gated_lines=lines,
+               mixable_lines=list(mixable), gates=list(gates),
                ceiling_ratios={k: round(r[k] / r_top[k], 4) for k in sorted(ceiling) if r_top[k] > 0},
                steps=steps, evaluations=m.n, take_back_evaluations=back_tries,
                source_sha256=source_hash(src, runtime),
@@ -204,8 +254,27 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
     return rec, src
 
 
+def _narrowed(trial: Choice, mixable, measured, score):
+    """(choice, source, ratios) of ``trial`` (a family just taken from tf32_mixed to tf32)
+    with mixed lines added one at a time, always the one that lowers the score most, until
+    the target holds; None when every line is added and it still does not."""
+    src, r = measured(trial)
+    while score(r) > 1:
+        tried = []
+        for n in mixable:
+            if n not in trial.mixed:
+                c = trial.with_mixed(n)
+                s, rc = measured(c)
+                tried.append((score(rc), n, c, s, rc))
+        if not tried:
+            return None
+        _, _, trial, src, r = min(tried, key=lambda t: (t[0], t[1]))
+    return trial, src, r
+
+
 def _describe(c: Choice):
-    return ", ".join(f"{f}={t}" for f, t in c.dots) + (f", precise lines {', '.join(c.lines)}" if c.lines else "")
+    return ", ".join(f"{f}={t}" for f, t in c.dots) + (f", precise lines {', '.join(c.lines)}" if c.lines else "") \
+        + (f", mixed lines {', '.join(c.mixed)}" if c.mixed else "")
 
 
 def _versions():

@@ -116,6 +116,9 @@ class TritonPrinter(Visitor):
         # the product type constexpr of gated intra-chunk products (_masked_mix,
         # _masked_gated_dot): GPREC, or PREC2 in a line the variant keeps out of grad_gated
         self.gprec = "GPREC"
+        # a line the variant multiplies like two computed tiles where it multiplies a tile
+        # read from memory by a computed one (Variant.mixed_lines): DT2/CT2/PREC2, not DT3
+        self.mixed = False
 
     def fail(self, e: ir.Expr, why: str):
         raise CodegenError(f"{self.where}: cannot print ${to_latex(e)}$: {why}")
@@ -466,13 +469,12 @@ class TritonPrinter(Visitor):
         return Val(self._dot(Val(ac, (), raw=a.raw and a.fac is None), Val(bc, (), raw=b.raw and b.fac is None)),
                    shape)
 
-    @staticmethod
-    def _dot(a: Val, b: Val) -> str:
+    def _dot(self, a: Val, b: Val) -> str:
         # the host picks each kind's product type (see dot_types)
         if a.raw and b.raw:
             # two tiles read from memory are exact in the input dtype: multiply in it
             return f"tl.dot({a.code}.to(DT).to(CT), {b.code}.to(DT).to(CT), input_precision=PREC)"
-        if a.raw or b.raw:
+        if (a.raw or b.raw) and not self.mixed:
             # a tile read from memory times a computed one
             return f"tl.dot({a.code}.to(DT3).to(CT3), {b.code}.to(DT3).to(CT3), input_precision=PREC3)"
         return f"tl.dot({a.code}.to(DT2).to(CT2), {b.code}.to(DT2).to(CT2), input_precision=PREC2)"

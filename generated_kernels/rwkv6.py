@@ -22,7 +22,7 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
         grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='input',
-        gradv_dots='tf32_mixed', grad_dots='tf32', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
+        gradv_dots='tf32', grad_dots='tf32', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
         fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 # the tiles' arguments, then the parameters' ([H, K] each)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('w', 'k')) + (('u', 'param_k'),)
@@ -369,9 +369,9 @@ def _dgradv_kernel(q, k, v, w, do, u, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, 
     #   \left(\mathbf{K} \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top - \mathbf{G}^c\right)\right) [program
     #   rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_S = ((b_s * tl.exp(tl.trans(b_gC)))
-            + tl.dot(tl.trans(b_V).to(DT3).to(CT3),
-            (b_K * tl.exp(((tl.full((BT, 1), 1.0, tl.float32) * tl.trans(b_gC)) - b_Gc))).to(DT3).to(CT3),
-            input_precision=PREC3))
+            + tl.dot(tl.trans(b_V).to(DT2).to(CT2),
+            (b_K * tl.exp(((tl.full((BT, 1), 1.0, tl.float32) * tl.trans(b_gC)) - b_Gc))).to(DT2).to(CT2),
+            input_precision=PREC2))
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim rwkv6.dQl, rwkv6.py §chunk backward]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim rwkv6.dA, rwkv6.py §chunk backward]
@@ -380,7 +380,7 @@ def _dgradv_kernel(q, k, v, w, do, u, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, 
     #   backward]
     b_vr2 = tl.sum((b_dO.to(tl.float32) * b_V) * tl.trans(tl.full((BV, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
     # vr3 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim rwkv6.dKr, rwkv6.py §chunk backward]
-    b_vr3 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
+    b_vr3 = tl.dot(b_V.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
     # vr4 = \text{diag}\left(\mathbf{S}_{[t]}^\top \delta \mathbf{S}_{[t]}\right) [claim rwkv6.dw_qk, rwkv6.py §input
     #   gradients]
     b_vr4 = tl.sum(tl.trans(b_S) * tl.trans(b_ds), axis=1, keep_dims=True)

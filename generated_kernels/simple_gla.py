@@ -21,7 +21,7 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
         grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='input', reverse_dots='input',
-        gradv_dots='tf32_mixed', grad_dots='tf32', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
+        gradv_dots='tf32', grad_dots='tf32', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
         fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'head'))
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
@@ -333,14 +333,14 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, h, dh, d_v, s
     # S = \exp\left(g^C\right) \left(\mathbf{S}_{[t-1]}^{C} + \mathbf{V}^\top \overrightarrow{\mathbf{K}}\right)
     #   [program simple_gla_chunk, under claims simple_gla.O, simple_gla.S]
     b_S = ((b_s * tl.exp(b_gC))
-            + tl.dot(tl.trans(b_V).to(DT3).to(CT3), (b_K * tl.exp((b_Kr_f + b_gC))).to(DT3).to(CT3),
-            input_precision=PREC3))
+            + tl.dot(tl.trans(b_V).to(DT2).to(CT2), (b_K * tl.exp((b_Kr_f + b_gC))).to(DT2).to(CT2),
+            input_precision=PREC2))
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim simple_gla.dQl, simple_gla.py §chunk backward]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim simple_gla.dQl, simple_gla.py §chunk backward]
     b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
     # vr2 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim simple_gla.dKr, simple_gla.py §chunk backward]
-    b_vr2 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
+    b_vr2 = tl.dot(b_V.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
     # vr3 = \langle \mathbf{S}_{[t]}, \delta \mathbf{S}_{[t]} \rangle [claim simple_gla.dg_qk, simple_gla.py §input
     #   gradients]
     b_vr3 = tl.sum(tl.sum(b_S * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True)

@@ -44,6 +44,10 @@ def test_every_bundled_kernel_prints_its_record(v):
     assert rec["met"] == (rec["worst_ratio"] <= rec["target"])
     assert rec["worst_ratio"] == pytest.approx(max(rec["ratios"].values()), abs=1e-3)
     assert set(choice["precise_lines"]) <= set(rec["gated_lines"])
+    assert set(choice["mixed_lines"]) <= set(rec["mixable_lines"])
+    grads = src[src.index("def _dgradv_kernel"):]
+    for n in choice["mixed_lines"]:     # no product of a read and a computed tile left in DT3
+        assert not re.search(rf"b_{n} = [^\n]*(?:\n {{12,}}[^\n]*)*DT3", grads), n
     gated = {m.group(1) for m in re.finditer(r"b_(\w+?)(?:_c|_f)? = [^\n]*(?:\n {12,}[^\n]*)*GPREC", src)}
     assert not (set(choice["precise_lines"]) - gated), "a precise line prints no GPREC product"
 
@@ -75,7 +79,8 @@ def test_the_planner_climbs_until_the_target_or_the_top(tmp_path, monkeypatch):
                            measure=Measure)
     name = next(n for n in files if n.endswith(".precision.json"))
     rec = json.loads(files[name])
-    assert not rec["met"] and rec["choice"] == dict({f: DOTS[-1] for f in precision.FAMILIES}, precise_lines=[])
+    assert not rec["met"] and rec["choice"] == dict({f: DOTS[-1] for f in precision.FAMILIES}, precise_lines=[],
+                                                    mixed_lines=[])
     assert len(rec["steps"]) == 1 + 2 * len(precision.FAMILIES)
     assert any("NOT met" in s for s in said)
     # a reachable one stops at the first choice meeting it
@@ -101,7 +106,7 @@ def test_a_plateau_is_crossed_by_the_cheaper_promotions(monkeypatch):
     v = next(v for v in VARIANTS if v.name == "delta_rule")
     rec, _ = precision.plan(v, lambda vv: "", "", ["dQ"], _Synthetic)
     assert rec["met"] and rec["choice"] == dict(forward_dots="input", reverse_dots=DOTS[-1], gradv_dots="input",
-                                                grad_dots="input", precise_lines=[])
+                                                grad_dots="input", precise_lines=[], mixed_lines=[])
     assert any("back to" in s["step"] for s in rec["steps"])
     assert rec["worst_ratio"] == 0.5 and rec["evaluations"] == 1 + sum(s.get("candidates", 0) for s in rec["steps"]) \
         + rec["take_back_evaluations"]
@@ -128,6 +133,66 @@ def test_a_gate_gradient_is_held_to_the_kernel_at_its_most_precise(monkeypatch):
     # without the gate named, the baseline-relative target alone keeps the cheapest choice
     rec, _ = precision.plan(v, lambda vv: "", "", [], _LooseGate)
     assert rec["met"] and Choice.from_dict(rec["choice"]) == Choice.cheapest()
+    # mixed lines that do not help leave the family at tf32_mixed
+    rec, _ = precision.plan(v, lambda vv: "", "", [], _LooseGate, gates=("g",), mixable=["S", "vr2"])
+    assert rec["met"] and rec["choice"]["gradv_dots"] == "tf32_mixed" and rec["choice"]["mixed_lines"] == []
+
+
+class _OneMixedLine(_LooseGate):
+    """As _LooseGate, but the V kernel's line vr2 alone in fp32 operands is enough."""
+    def ratios(self, desc, src):
+        self.n += 1
+        mixed = desc.split("mixed lines ")[1].split(", ") if "mixed lines " in desc else []
+        precise = "gradv_dots=tf32_mixed" in desc or (re.search(r"gradv_dots=tf32(,|$)", desc) and "vr2" in mixed)
+        return {"s dq": 0.5, "s dg": 0.03 if precise else 0.6}
+
+
+def test_a_family_at_tf32_mixed_is_narrowed_to_the_lines_that_need_it():
+    # tf32_mixed stages every operand of the kernel in fp32 (simple GLA's gradient V block
+    # halved on the H200); the planner keeps the family at tf32 plus the lines it needs
+    v = next(v for v in VARIANTS if v.name == "simple_gla")
+    rec, _ = precision.plan(v, lambda vv: "", "", [], _OneMixedLine, gates=("g",), mixable=["S", "g_v", "vr2"])
+    assert rec["met"] and rec["choice"]["gradv_dots"] == "tf32" and rec["choice"]["mixed_lines"] == ["vr2"]
+    assert rec["mixable_lines"] == ["S", "g_v", "vr2"]
+    assert any("narrowed" in s["step"] for s in rec["steps"])
+
+
+class _TwoMixedLines(_LooseGate):
+    """vr2 alone meets GATE_SLACK (dg 1.7x the most precise) but loses against the family
+    at tf32_mixed; vr2 and S together do not."""
+    def ratios(self, desc, src):
+        self.n += 1
+        mixed = desc.split("mixed lines ")[1].split(", ") if "mixed lines " in desc else []
+        tf32 = re.search(r"gradv_dots=tf32(,|$)", desc)
+        dg = 0.03 if "gradv_dots=tf32_mixed" in desc or (tf32 and {"S", "vr2"} <= set(mixed)) else \
+            0.05 if tf32 and "vr2" in mixed else 0.6
+        return {"s dq": 0.5, "s dg": dg}
+
+
+def test_narrowing_keeps_the_gate_gradients_of_the_wider_family():
+    v = next(v for v in VARIANTS if v.name == "simple_gla")
+    rec, _ = precision.plan(v, lambda vv: "", "", [], _TwoMixedLines, gates=("g",), mixable=["S", "g_v", "vr2"])
+    assert rec["choice"]["gradv_dots"] == "tf32" and rec["choice"]["mixed_lines"] == ["S", "vr2"]
+    assert rec["ceiling_ratios"] == {"s dg": 1.0}
+
+
+def test_a_mixed_line_multiplies_like_two_computed_tiles_in_the_gradient_kernels_only():
+    import dataclasses
+    from chunkproof.codegen.plan import load_variant
+    v = next(v for v in VARIANTS if v.name == "simple_gla")
+    plan = load_variant(v, check=False)
+    base = dict(forward_dots="input", reverse_dots="input", gradv_dots="tf32", grad_dots="tf32")
+    plain = gen.render_variant(precision.apply(v, Choice.from_dict(base)), plan=plan, check=False)
+    mixed = gen.render_variant(precision.apply(v, Choice.from_dict(dict(base, mixed_lines=["S"]))), plan=plan,
+                               check=False)
+    cut = "def _dgradv_kernel"
+    assert plain[:plain.index(cut)] == mixed[:mixed.index(cut)]      # the forward kernels' S line is not touched
+    pattern = r"b_S = [^\n]*(?:\n {12,}[^\n]*)*"
+    before = re.search(pattern, plain[plain.index(cut):]).group(0)
+    after = re.search(pattern, mixed[mixed.index(cut):]).group(0)
+    assert "DT3" in before and "DT3" not in after and "DT2" in after
+    with pytest.raises(precision.CodegenError, match="mixed_lines names \\['nope'\\]"):
+        gen.render_variant(dataclasses.replace(v, mixed_lines=("nope",)), plan=plan, check=False)
 
 
 def test_the_bundled_variants_name_their_log_gates():
