@@ -14,6 +14,7 @@ bf16 error on the same tensor.  A first call compiles FLA's ops and ours (minute
 layer; `--quick-autotune` cuts FLA's autotuning).
 
     python benchmarks/fla_layers_patched.py [--layers gla,kda] [--shape 2,1024] [--out DIR]
+    python benchmarks/fla_layers_patched.py --merge DIR1 DIR2 ... --out DIR   # one table of runs
 
 Needs a CUDA GPU and flash-linear-attention (the layers; fla-core alone has only the
 ops).  Writes DIR/fla_layers.json and DIR/fla_layers.md; exit 1 when a layer fails.
@@ -179,6 +180,28 @@ def table(rows):
     return "\n".join(lines)
 
 
+def merge(folders, out):
+    """The rows of the runs in ``folders`` (each an earlier --out) as one table; a folder
+    without a result (a run cut short before its first layer ended) is a row saying so."""
+    import json
+    rows, meta = [], None
+    for d in folders:
+        path = Path(d) / "fla_layers.json"
+        if not path.is_file():
+            rows.append(dict(layer=Path(d).name, ok=False, note="no result (the run was stopped before the "
+                                                                 "layer ended)"))
+            continue
+        try:
+            got = json.loads(path.read_text())
+            rows += got["rows"]
+        except (ValueError, KeyError) as e:
+            return A.fail(PROG, ValueError(f"{path}: not a fla_layers.json ({e})"))
+        meta = meta or got.get("meta")
+    A.write_rows(out, "fla_layers", meta or {}, rows, table(rows))
+    print(table(rows))
+    return 0 if rows and all(r["ok"] for r in rows) else 1
+
+
 def main(argv=None):
     p = A.Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--layers", default=",".join(LAYERS))
@@ -190,7 +213,13 @@ def main(argv=None):
     p.add_argument("--quick-autotune", action="store_true",
                    help="FLA's autotuners keep their first two configurations (its values are checked here, not "
                         "its speed; its full autotune compiles for minutes per op)")
+    p.add_argument("--merge", nargs="+", metavar="DIR",
+                   help="write one table (to --out, and print it) of the rows of earlier runs' --out folders "
+                        "(gpu_final.sh runs each layer in its own process, so that one slow layer does not "
+                        "take the others' time)")
     a = p.parse_args(sys.argv[1:] if argv is None else argv)
+    if a.merge:
+        return merge(a.merge, a.out)
     try:
         layers = [n.strip() for n in a.layers.split(",") if n.strip()]
         unknown = [n for n in layers if n not in LAYERS]

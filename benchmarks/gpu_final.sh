@@ -3,9 +3,9 @@
 # (default the kernels changed on 2026-12-04: simple GLA and RWKV-6's prefix sums, Gated
 # DeltaNet's narrowed gradient V block) for TESTS_S seconds (default 130); (2) FLA's layer
 # classes with our ops patched in (benchmarks/fla_layers_patched.py --quick-autotune) for
-# LAYERS_S seconds (default 150), the layers of LAYERS (default all seven, comma-
-# separated); TESTS_S=0 skips (1); (3) `chunkproof bench --mode both` at SHAPES (default
-# 4x4096x16x128) for VARIANTS (default "kda dplr_delta_rule gated_delta_rule") in what
+# LAYERS_S seconds (default 150, shared equally by the layers of LAYERS, each in its own
+# process; default all seven, comma-separated); TESTS_S=0 skips (1); (3) `chunkproof
+# bench --mode both` at SHAPES (default 4x4096x16x128) for VARIANTS (default "kda dplr_delta_rule gated_delta_rule") in what
 # is left of LIMIT (default 575).  Triton's cache from .tcache/ is restored first
 # (benchmarks/tcache.sh).  Writes under $OUT: setup.log, pytest_gpu.txt, fla_layers.md,
 # fla_layers.json, latest.json, bench.md, bench.log, tcache.part*, autotune.tar
@@ -28,10 +28,19 @@ if [ "${TESTS_S:-130}" -gt 0 ]; then
     echo "pytest rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/pytest_gpu.txt"
 fi
 
-timeout "${LAYERS_S:-150}" python3 benchmarks/fla_layers_patched.py --quick-autotune --out "$OUT" \
-    --layers "${LAYERS:-gla,gated_deltanet,kda,delta_net,retention,rwkv6,simple_gla}" \
-    > "$OUT/fla_layers.log" 2>&1
-echo "layers rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/fla_layers.log"
+# each layer in its own process with an equal share of LAYERS_S, so that a slow one (a
+# first compile of FLA's) does not take the others' time; one table of all at the end
+IFS=, read -r -a layers <<< "${LAYERS:-gla,gated_deltanet,kda,delta_net,retention,rwkv6,simple_gla}"
+each=$(( ${LAYERS_S:-150} / ${#layers[@]} ))
+dirs=()
+: > "$OUT/fla_layers.log"
+for l in "${layers[@]}"; do
+    dirs+=("/tmp/layers/$l")
+    timeout "$each" python3 benchmarks/fla_layers_patched.py --quick-autotune --layers "$l" --out "/tmp/layers/$l" \
+        >> "$OUT/fla_layers.log" 2>&1
+    echo "layer $l rc=$? at $((SECONDS - T0)) s (its share: $each s)" | tee -a "$OUT/fla_layers.log"
+done
+python3 benchmarks/fla_layers_patched.py --merge "${dirs[@]}" --out "$OUT" >> "$OUT/fla_layers.log" 2>&1
 cat "$OUT/fla_layers.md" 2>/dev/null
 
 left=$((LIMIT - (SECONDS - T0) - 15))

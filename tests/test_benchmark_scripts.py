@@ -404,3 +404,21 @@ def test_ncu_summary_tabulates_each_launch_of_ours(bench_path, tmp_path):
     assert [r.split("`")[1] for r in rows] == ["_intra_kernel", "_intra_kernel", "_state_kernel", "_out_kernel",
                                                "_out_kernel"]
     assert rows[2].split(" | ")[3] == "385.7"
+
+
+def test_fla_layers_runs_merge_into_one_table(bench_path, tmp_path, capsys):
+    # gpu_final.sh runs each layer in its own process; a run stopped before its layer
+    # ended left no JSON and is a row saying so, and the merged run is not all ok
+    import fla_layers_patched as L
+    from chunkproof.bench import args as A
+    row = dict(layer="gla", ok=True, calls={"chunk_gla": 1}, reference="FLA bf16", worst="dx",
+               ours={"dx": 4.9e-3}, fla={})
+    A.write_rows(str(tmp_path / "gla"), "fla_layers", {"device": "stand-in"}, [row], L.table([row]))
+    (tmp_path / "kda").mkdir()
+    code = L.main(["--merge", str(tmp_path / "gla"), str(tmp_path / "kda"), "--out", str(tmp_path / "all")])
+    merged = json.loads((tmp_path / "all" / "fla_layers.json").read_text())
+    assert code == 1 and [r["layer"] for r in merged["rows"]] == ["gla", "kda"]
+    assert merged["meta"] == {"device": "stand-in"} and "no result" in merged["rows"][1]["note"]
+    assert "| gla |" in capsys.readouterr().out
+    (tmp_path / "kda" / "fla_layers.json").write_text("{broken")
+    assert L.main(["--merge", str(tmp_path / "kda")]) == 2
