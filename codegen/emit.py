@@ -177,6 +177,7 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
         env[r] = Val(None, dmap[r].shape(), log=f"b_{r}_log", last=f"b_{r}_log_last") if r in plan.logs else \
             Val(f"b_{r}", dmap[r].shape(), raw=not stored_fp32(plan, r))
     pr = TritonPrinter(env, lambda e: unit_lower(e, dmap, plan.diagonal), where, defs=dmap)
+    pr.precise = gradient
     # Variant.precise_lines: the lines whose gated products take GPREC (None: all)
     gprec = lambda n: "GPREC" if v.precise_lines is None or n in v.precise_lines else "PREC2"     # noqa: E731
     # Variant.mixed_lines, in the gradient kernels only (None: all of their lines)

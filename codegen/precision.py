@@ -42,7 +42,7 @@ SHAPES = ((1, 128, 2, 64, 64), (1, 130, 1, 32, 48))
 SEED = 5
 FAMILIES = ("forward_dots", "reverse_dots", "gradv_dots", "grad_dots")
 RECORD = "{}.precision.json"       # beside the generated module
-VERSION = 3
+VERSION = 4
 # the families whose lines Variant.mixed_lines names (the gradient kernels), and how much
 # a gate gradient may lose against its family at tf32_mixed when the family is narrowed
 MIXED_FAMILIES = ("gradv_dots", "grad_dots")

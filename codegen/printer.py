@@ -119,6 +119,9 @@ class TritonPrinter(Visitor):
         # a line the variant multiplies like two computed tiles where it multiplies a tile
         # read from memory by a computed one (Variant.mixed_lines): DT2/CT2/PREC2, not DT3
         self.mixed = False
+        # whether this kernel's precise lines take GPREC in every product (the gradient
+        # kernels; GPREC is their grad_gated type)
+        self.precise = False
 
     def fail(self, e: ir.Expr, why: str):
         raise CodegenError(f"{self.where}: cannot print ${to_latex(e)}$: {why}")
@@ -474,6 +477,11 @@ class TritonPrinter(Visitor):
         if a.raw and b.raw:
             # two tiles read from memory are exact in the input dtype: multiply in it
             return f"tl.dot({a.code}.to(DT).to(CT), {b.code}.to(DT).to(CT), input_precision=PREC)"
+        if self.gprec == "GPREC" and self.precise:
+            # a precise line (Variant.precise_lines) of a gradient kernel: every product with
+            # a computed tile as its gated ones, fp32 operands in GPREC (tf32x3) where its
+            # family multiplies computed tiles in tf32
+            return f"tl.dot({a.code}.to(DT2).to(CT2), {b.code}.to(DT2).to(CT2), input_precision=GPREC)"
         if (a.raw or b.raw) and not self.mixed:
             # a tile read from memory times a computed one
             return f"tl.dot({a.code}.to(DT3).to(CT3), {b.code}.to(DT3).to(CT3), input_precision=PREC3)"

@@ -371,7 +371,7 @@ def _dgradv_kernel(q, k, v, w, do, u, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, 
     b_S = ((b_s * tl.exp(tl.trans(b_gC)))
             + tl.dot(tl.trans(b_V).to(DT2).to(CT2),
             (b_K * tl.exp(((tl.full((BT, 1), 1.0, tl.float32) * tl.trans(b_gC)) - b_Gc))).to(DT2).to(CT2),
-            input_precision=PREC2))
+            input_precision=GPREC))
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim rwkv6.dQl, rwkv6.py §chunk backward]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim rwkv6.dA, rwkv6.py §chunk backward]
@@ -380,7 +380,7 @@ def _dgradv_kernel(q, k, v, w, do, u, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, 
     #   backward]
     b_vr2 = tl.sum((b_dO.to(tl.float32) * b_V) * tl.trans(tl.full((BV, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
     # vr3 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim rwkv6.dKr, rwkv6.py §chunk backward]
-    b_vr3 = tl.dot(b_V.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
+    b_vr3 = tl.dot(b_V.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=GPREC)
     # vr4 = \text{diag}\left(\mathbf{S}_{[t]}^\top \delta \mathbf{S}_{[t]}\right) [claim rwkv6.dw_qk, rwkv6.py §input
     #   gradients]
     b_vr4 = tl.sum(tl.trans(b_S) * tl.trans(b_ds), axis=1, keep_dims=True)

@@ -334,13 +334,13 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, h, dh, d_v, s
     #   [program simple_gla_chunk, under claims simple_gla.O, simple_gla.S]
     b_S = ((b_s * tl.exp(b_gC))
             + tl.dot(tl.trans(b_V).to(DT2).to(CT2), (b_K * tl.exp((b_Kr_f + b_gC))).to(DT2).to(CT2),
-            input_precision=PREC2))
+            input_precision=GPREC))
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim simple_gla.dQl, simple_gla.py §chunk backward]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim simple_gla.dQl, simple_gla.py §chunk backward]
     b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
     # vr2 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim simple_gla.dKr, simple_gla.py §chunk backward]
-    b_vr2 = tl.dot(b_V.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
+    b_vr2 = tl.dot(b_V.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=GPREC)
     # vr3 = \langle \mathbf{S}_{[t]}, \delta \mathbf{S}_{[t]} \rangle [claim simple_gla.dg_qk, simple_gla.py §input
     #   gradients]
     b_vr3 = tl.sum(tl.sum(b_S * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True)
@@ -425,18 +425,22 @@ def _dgradk_kernel(q, k, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, d_q, d_k, d_g, scale
     #   simple_gla.dK, simple_gla.py §input gradients]
     b_dK = ((b_vr2 * tl.exp((b_gC + (-b_Gc))))
             + tl.dot(tl.where(m_upper, tl.trans(b_vr1) * tl.exp((-b_Gc) + tl.trans(b_Ql_f)), 0.).to(DT2).to(CT2),
-            b_Q.to(DT2).to(CT2), input_precision=PREC2))
+            b_Q.to(DT2).to(CT2), input_precision=GPREC))
     # dQ = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \delta \overleftarrow{\mathbf{Q}} [claim
     #   simple_gla.dQ, simple_gla.py §input gradients]
     b_dQ = ((b_vr0 * tl.exp(b_Gc))
             + tl.dot(tl.where(m_incl, b_vr1 * tl.exp(b_Gc + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2), b_K.to(DT2).to(CT2),
-            input_precision=PREC2))
+            input_precision=GPREC))
     # g_q = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \delta \overleftarrow{\mathbf{Q}} [claim
     #   simple_gla.dQ, simple_gla.py §input gradients]
-    b_g_q = b_dQ
+    b_g_q = ((b_vr0 * tl.exp(b_Gc))
+            + tl.dot(tl.where(m_incl, b_vr1 * tl.exp(b_Gc + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2), b_K.to(DT2).to(CT2),
+            input_precision=PREC2))
     # g_k = \text{Diag}\left(\exp\left(-\boldsymbol{g}^c\right)\right) \delta \overrightarrow{\mathbf{K}} [claim
     #   simple_gla.dK, simple_gla.py §input gradients]
-    b_g_k = b_dK
+    b_g_k = ((b_vr2 * tl.exp((b_gC + (-b_Gc))))
+            + tl.dot(tl.where(m_upper, tl.trans(b_vr1) * tl.exp((-b_Gc) + tl.trans(b_Ql_f)), 0.).to(DT2).to(CT2),
+            b_Q.to(DT2).to(CT2), input_precision=PREC2))
     # g_g = \text{suffix\_sum}_{row}\left(\left(\mathbf{Q} \odot \delta \mathbf{Q}\right) \mathbf{1} - \left(\mathbf{K}
     #   \odot \delta \mathbf{K}\right) \mathbf{1} + \left[0,\dots,0,(\langle \mathbf{S}_{[t]}, \delta \mathbf{S}_{[t]}
     #   \rangle)\right]^\top\right) [claim simple_gla.dg_qk, simple_gla.py §input gradients]

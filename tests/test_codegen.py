@@ -250,6 +250,19 @@ def test_precise_lines_confine_the_gated_product_type_to_their_lines():
     assert set(every.gated) >= {"dQ", "dK"}
 
 
+def test_a_precise_line_takes_gprec_in_every_product_with_a_computed_tile():
+    # RWKV-6's dw needs its V kernel's V dS (vr3) and S products near fp32 (the CPU's
+    # emulation of the H200: dw 5.3e-3 in tf32, 1.7e-3 with both exact; docs/measurements.md):
+    # a precise line's plain products take fp32 operands and GPREC like its gated ones
+    def line(stages, name):
+        return next(ln.code for ln in stages.grad_v.lines if ln.target == f"b_{name}")
+    plain, precise = _stages_with("rwkv6", ()), _stages_with("rwkv6", ("vr3",))
+    assert "input_precision=GPREC" not in line(plain, "vr3")
+    assert "input_precision=GPREC" in line(precise, "vr3") and ".to(DT2).to(CT2)" in line(precise, "vr3")
+    assert line(plain, "vr1") == line(precise, "vr1")          # two tiles read from memory: untouched
+    assert "vr3" in _stages_with("rwkv6", None).grad_v.gated      # a candidate of the planner's survey
+
+
 def test_precise_lines_naming_no_gradient_line_is_refused():
     v = dataclasses.replace(BY_NAME["gla"], precise_lines=("dQ", "dQx"))
     with pytest.raises(plan.CodegenError, match=r"precise_lines names \['dQx'\]"):
