@@ -180,20 +180,23 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
     pr.precise = gradient
     # Variant.precise_lines: the lines whose gated products take GPREC (None: all)
     gprec = lambda n: "GPREC" if v.precise_lines is None or n in v.precise_lines else "PREC2"     # noqa: E731
-    # Variant.mixed_lines, in the gradient kernels only (None: all of their lines)
-    mixed = lambda n: gradient and (v.mixed_lines is None or n in v.mixed_lines)     # noqa: E731
+    # Variant.mixed_lines, in the gradient kernels only
+    mixed = lambda n: gradient and n in v.mixed_lines     # noqa: E731
     lines: List[Line] = []
     gated, mixable = [], []
+
+    def start(n):
+        pr.gprec, pr.mixed, pr.read_by_computed = gprec(n), mixed(n), False
 
     def note(n, text):
         """Records what line ``n`` (printed as ``text``) could take (the planner's candidates)."""
         if pr.gprec == "GPREC" and "GPREC" in text:
             gated.append(n)
-        if gradient and "DT3" in text:
+        if gradient and pr.read_by_computed:
             mixable.append(n)
     for n in names:
         e = dmap[n]
-        pr.gprec, pr.mixed = gprec(n), mixed(n)
+        start(n)
         val = pr.p(e)
         note(n, (val.code or "") + (val.fac or "") + (val.log or ""))
         cmt = f"{n} = {to_latex(e)}   [{kp.cites[n]}]" if n in kp.cites else f"{n} = {to_latex(e)}"
@@ -218,7 +221,7 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
             # is distributed over them (printer.factor) rather than multiplying b_{n}
             env[n] = Val(f"b_{n}", val.shape, raw=val.raw, terms=val.terms, mix=val.mix)
     for f in finals:
-        pr.gprec, pr.mixed = gprec(f.name), mixed(f.name)
+        start(f.name)
         lines.append(Line(f"{f.name} = {to_latex(f.expr)}   [claim {f.claim.id}, {f.claim.citation}]",
                           f"b_{f.name}", pr.code(f.expr)))
         note(f.name, lines[-1].code)

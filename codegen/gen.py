@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import jinja2
 
@@ -125,26 +125,18 @@ def log_gates(v: Variant, plan) -> tuple:
     return tuple(a.name for a in v.args if a.kind.startswith("gate") or kinds.get(a.tile) == "loggate")
 
 
-def gated_lines(v: Variant, plan) -> List[str]:
-    """The gradient lines with a gated intra-chunk product: the precision planner's
-    candidates for tf32x3 (Variant.precise_lines)."""
-    v = dataclasses.replace(v, precise_lines=None)
+def candidate_lines(v: Variant, plan) -> Tuple[List[str], List[str]]:
+    """The precision planner's candidates, from one printing of the gradient kernels with
+    every line precise: the lines with a product of a computed tile, for tf32x3
+    (Variant.precise_lines), and those with a product of a tile read from memory by a
+    computed one, for tf32_mixed alone (Variant.mixed_lines)."""
+    v = dataclasses.replace(v, precise_lines=None, mixed_lines=())
     v, plan = _picked(v, dataclasses.replace(plan, variant=v), False)
     if not v.backward:
-        return []
+        return [], []
     bw = emit.backward_stages(plan, backward_claims(v, plan.deriv, check=False))
-    return sorted({n for st in bw.gradient_kernels() for n in st.gated})
-
-
-def mixable_lines(v: Variant, plan) -> List[str]:
-    """The gradient lines with a product of a tile read from memory by a computed one: the
-    precision planner's candidates for Variant.mixed_lines."""
-    v = dataclasses.replace(v, mixed_lines=())
-    v, plan = _picked(v, dataclasses.replace(plan, variant=v), False)
-    if not v.backward:
-        return []
-    bw = emit.backward_stages(plan, backward_claims(v, plan.deriv, check=False))
-    return sorted({n for st in bw.gradient_kernels() for n in st.mixable})
+    kernels = bw.gradient_kernels()
+    return sorted({n for st in kernels for n in st.gated}), sorted({n for st in kernels for n in st.mixable})
 
 
 def _tiling_literal(t: Tiling) -> str:
@@ -190,9 +182,9 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
             why = "measured on other kernel code" if rec else "none yet"
             if progress:
                 progress(f"planning the product precision of {v.name} (its record: {why}; codegen/precision.py)")
+            lines, mixable = candidate_lines(v, plan)
             rec, src = precision.plan(v, lambda vv: render_variant(vv, plan=plan, env=env, check=False),
-                                      runtime, gated_lines(v, plan), measure, progress, gates=log_gates(v, plan),
-                                      mixable=mixable_lines(v, plan))
+                                      runtime, lines, measure, progress, gates=log_gates(v, plan), mixable=mixable)
             if not rec["met"] and progress:
                 progress(f"{v.name}: the precision target ({precision.TARGET}x the plain chunked bf16 "
                          f"baseline's error) is NOT met: worst {rec['worst_ratio']}x, with every product at "

@@ -160,8 +160,8 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
          progress=None, gates: Tuple[str, ...] = (), mixable: List[str] = ()) -> Tuple[dict, str]:
     """(record, source) for ``v``: the cheapest choice meeting TARGET and, for the
     gradients of ``gates`` (the arguments holding a log gate), GATE_SLACK (docstring);
-    ``lines``: the gradient lines that may take tf32x3 (gen.gated_lines); ``mixable``:
-    those that may take tf32_mixed alone (gen.mixable_lines); ``measure``:
+    ``lines``, ``mixable``: the gradient lines that may take tf32x3 and those that may take
+    tf32_mixed alone (gen.candidate_lines); ``measure``:
     (v, runtime, shapes, seed) -> an object whose ratios(choice description, source)
     gives '<shape> <tensor>' -> ours / baseline (chunkproof.fuzz.precision_measure)."""
     say = progress or (lambda m: None)

@@ -122,6 +122,9 @@ class TritonPrinter(Visitor):
         # whether this kernel's precise lines take GPREC in every product (the gradient
         # kernels; GPREC is their grad_gated type)
         self.precise = False
+        # set by a product of a tile read from memory by a computed one, whatever type it
+        # was printed in (the caller resets it per line: the planner's mixed-line candidates)
+        self.read_by_computed = False
 
     def fail(self, e: ir.Expr, why: str):
         raise CodegenError(f"{self.where}: cannot print ${to_latex(e)}$: {why}")
@@ -477,6 +480,7 @@ class TritonPrinter(Visitor):
         if a.raw and b.raw:
             # two tiles read from memory are exact in the input dtype: multiply in it
             return f"tl.dot({a.code}.to(DT).to(CT), {b.code}.to(DT).to(CT), input_precision=PREC)"
+        self.read_by_computed |= a.raw or b.raw
         if self.gprec == "GPREC" and self.precise:
             # a precise line (Variant.precise_lines) of a gradient kernel: every product with
             # a computed tile as its gated ones, fp32 operands in GPREC (tf32x3) where its

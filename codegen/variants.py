@@ -39,8 +39,8 @@ class Variant:
     # the gradient lines whose products of a tile read from memory by a computed one take
     # the computed tiles' type (DT2/CT2/PREC2: fp32 operands in tf32 where the kernel's
     # family is "tf32") instead of DT3: "tf32_mixed" for those lines only.  Chosen by the
-    # precision planner; None: every such line (the planner's survey of them)
-    mixed_lines: Optional[Tuple[str, ...]] = ()
+    # precision planner
+    mixed_lines: Tuple[str, ...] = ()
     # the split V kernel also writes each row sum over Dk of a V reduction times a tile
     # free of any, (X ⊙ Y) 1, as a C x 1 V reduction (backward.split_gradients), so that
     # a kernel that reads X only for that sum reads a column instead; on for every
