@@ -129,6 +129,8 @@ BAD_INPUT = [
     ("fla_layers_patched.py", ["--layers", "gla,nope"], "unknown layer(s) nope"),
     ("fla_layers_patched.py", ["--shape", "2,64"], "T = 64: FLA's layers take their recurrent path"),
     ("ncu_summary.py", ["README.md"], "not an ncu --csv --page details file"),
+    ("cpu_grad_accuracy.py", ["--variant", "rwkv6", "--shape", "1,20,1,16,16", "--precise", "nope"],
+     "precise_lines names ['nope']"),
     ("ncu_kernels.py", ["--variant", "nope"], "unknown variant 'nope'"),
 ]
 
@@ -214,6 +216,20 @@ def test_cpu_grad_accuracy_rows(bench_path, capsys):
     rows = capsys.readouterr().out.strip().splitlines()
     assert [r.split(":")[0] for r in rows] == ["gla defaults", "gla grad_warps=4", "kda grad_warps=4,BT=32"]
     assert all("dg " in r for r in rows) and "dbeta " in rows[-1]
+
+
+def test_cpu_grad_accuracy_rows_of_other_precise_lines(bench_path, capsys):
+    # a bundled variant that is not one of FLA's four, printed again with other precise
+    # lines: its planned lines give its default row's errors (same kernel code)
+    import cpu_grad_accuracy as ga
+    from chunkproof.codegen import gen, precision
+    planned = precision.read_record(gen.OUT_DIR, "simple_gla")["choice"]["precise_lines"]
+    assert ga.main(["--variant", "simple_gla", "--inputs", "bench", "--bench-t", "20", "--shape", "1,20,1,16,16",
+                    "--set", "", "--precise", ",".join(planned), "--precise", ""]) == 0
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert [r.split(":")[0] for r in rows] == ["simple_gla defaults", f"simple_gla precise lines {','.join(planned)}",
+                                               "simple_gla precise lines (none)"]
+    assert rows[0].split(":")[1] == rows[1].split(":")[1]
 
 
 def test_cpu_grad_accuracy_bench_inputs_are_the_benchmarks_slice():
