@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Set
 
 from chunkproof.derivations import ir
 from chunkproof.derivations.latex import to_latex
@@ -55,6 +55,7 @@ class Stage:
     finals: List[str] = field(default_factory=list)           # the final values printed (g_<arg>, ...)
     gated: List[str] = field(default_factory=list)            # lines with a gated product taking GPREC
     mixable: List[str] = field(default_factory=list)          # lines with a product of a read and a computed tile
+    live: Optional[Set[str]] = None   # the tiles the printed lines read (None: every load is printed)
 
     @property
     def guarded(self) -> bool:
@@ -77,7 +78,8 @@ def stored_fp32(plan: Plan, name: str) -> bool:
     """A boundary tile kept in fp32 between kernels (gate logs, prefix sums; the C x C
     triangular inverse), not in the input dtype: it is not exact in bf16, so a product must not treat
     it as an input tile."""
-    return name in plan.logs or name in plan.sums or layout(dict(plan.defs)[name].shape()) == "c"
+    return (name in plan.logs or name in plan.sums or name in plan.hoisted
+            or layout(dict(plan.defs)[name].shape()) == "c")
 
 
 _RED_DIMS = {"C": ("o_t", "BT"), "Dk": ("o_k", "BKF"), "Dv": ("o_v", "BVF"), "1": ("o_one", "1")}
@@ -175,7 +177,7 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
     for r in kp.reads:
         # raw (exact in the input dtype) unless it is kept in fp32
         env[r] = Val(None, dmap[r].shape(), log=f"b_{r}_log", last=f"b_{r}_log_last") if r in plan.logs else \
-            Val(f"b_{r}", dmap[r].shape(), raw=not stored_fp32(plan, r))
+            Val(f"b_{r}", dmap[r].shape(), raw=not stored_fp32(plan, r), last=f"b_{r}_last" if r in plan.sums else None)
     pr = TritonPrinter(env, lambda e: unit_lower(e, dmap, plan.diagonal), where, defs=dmap)
     pr.precise = gradient
     # Variant.precise_lines: the lines whose gated products take GPREC (None: all)
@@ -220,6 +222,10 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
             # a sum or masked product keeps its parts: a gate factor applied to it later
             # is distributed over them (printer.factor) rather than multiplying b_{n}
             env[n] = Val(f"b_{n}", val.shape, raw=val.raw, terms=val.terms, mix=val.mix)
+    for w in kp.writes:
+        # a gated operand the scan reads (Plan.hoisted) is written whole, its gate applied
+        if w in plan.hoisted and env[w].dense() != f"b_{w}":
+            lines.append(Line("", f"b_{w}", pr.dense(env[w])))
     for f in finals:
         start(f.name)
         lines.append(Line(f"{f.name} = {to_latex(f.expr)}   [claim {f.claim.id}, {f.claim.citation}]",
@@ -238,6 +244,7 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
     st.gated = [n for n in gated if any(ln.target.startswith(f"b_{n}") for ln in st.lines)]
     st.mixable = [n for n in mixable if any(ln.target.startswith(f"b_{n}") for ln in st.lines)]
     live = set().union(written, *(_TILE.findall(ln.code) for ln in st.lines))
+    st.live = live
     st.loads = [ld for ld in st.loads if {f"b_{ld.tile}", f"b_{ld.tile}_log", f"b_{ld.tile}_log_last"} & live]
     return st
 

@@ -23,6 +23,7 @@ from chunkproof.derivations import ir
 from chunkproof.derivations.dsl import Claim, Derivation, Program
 from chunkproof.derivations.loader import bundled
 from chunkproof.verify.check import check as verify_claim
+from .hoist import hoist
 from .printer import CodegenError
 from .variants import Variant
 
@@ -68,6 +69,7 @@ class Plan:
     boundary: List[str] = field(default_factory=list)
     logs: Set[str] = field(default_factory=set)     # boundary tiles written as their log (gate products)
     sums: Set[str] = field(default_factory=set)     # boundary tiles that are prefix sums (fp32, rows clamped)
+    hoisted: Set[str] = field(default_factory=set)  # the state scan's gated operands (codegen/hoist.py; fp32)
     diagonal: Set[str] = field(default_factory=set)
     state_stage: Optional[StageNames] = None   # the state scan
     out_stage: Optional[StageNames] = None     # the output kernel
@@ -209,6 +211,20 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
     sums = {n for n, e in defs if isinstance(e, ir.CumSum) and "S_prev" not in _closure(n, dmap)}
     cum = prods | sums
     stored = heavy | cum
+    # the scan's gated operands are computed by the intra kernel (codegen/hoist.py)
+    gates = {n for n in cum if dmap[n].shape()[1] != "1"}
+    moved = hoist(final[prog.state], sc, dmap, stored, gates, lambda n: n in dmap or n in inputs)
+    if moved:
+        if check and moved.claim:
+            gate(deriv, [moved.claim], checker)
+            plan.claims["S"] = moved.claim
+        final[prog.state] = moved.rhs
+        at = [n for n, _ in defs].index(prog.state)
+        defs[at:at + 1] = moved.defs + [(prog.state, moved.rhs)]
+        plan.defs = defs
+        dmap = dict(defs)
+        plan.hoisted = {n for n, _ in moved.defs}
+        stored |= plan.hoisted
     def reach(exprs) -> Set[str]:
         """Definitions a stage computing ``exprs`` reads: recursively, stopping at
         heavy ones and gate products (those are read from memory)."""

@@ -396,6 +396,8 @@ class TritonPrinter(Visitor):
             # read from memory on its own: a masked reduction over the rows cost the
             # Gated DeltaNet state scan a third of its time on the H200
             return Val(None, e.shape(), log=f"tl.trans({a.last})")
+        if a.last is not None and a.log is None and a.fac is None:
+            return Val(f"tl.trans({a.last})", e.shape())     # a prefix sum's last row, the same way
         pick = "tl.trans(tl.sum(tl.where(m_last, {}, 0.), axis=0, keep_dims=True))"
         if a.log is not None:
             return Val(None, e.shape(), log=pick.format(a.log))

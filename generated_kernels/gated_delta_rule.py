@@ -250,8 +250,6 @@ def _out_kernel(q, k, in_Gamma, in_Wl, in_U, h, o, scale, T,
             & (o_k < K)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) + tl.minimum(o_t, n_r - 1) * H, mask=o_t >= 0,
             other=0.).to(tl.float32)[:, None]
-    b_Gamma_log_last = tl.load(in_Gamma + (bos + i_t * BT + n_r - 1) * H + i_h
-            + tl.zeros([1, 1], dtype=tl.int32)).to(tl.float32)
     b_Wl = tl.load(in_Wl + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -322,8 +320,6 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
             & (o_v < V)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) + tl.minimum(o_t, n_r - 1) * H, mask=o_t >= 0,
             other=0.).to(tl.float32)[:, None]
-    b_Gamma_log_last = tl.load(in_Gamma + (bos + i_t * BT + n_r - 1) * H + i_h
-            + tl.zeros([1, 1], dtype=tl.int32)).to(tl.float32)
     # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]} [program gdn_chunk_kda, under claims
     #   gdn.bwd.fwd_O, gdn.bwd.fwd_S] (its gate factor, in log space)
     b_Ql_f = b_Gamma_log

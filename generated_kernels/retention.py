@@ -193,8 +193,6 @@ def _out_kernel(q, k, v, in_Gamma, h, o, scale, T,
             & (o_v < V)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) + tl.minimum(o_t, n_r - 1) * H, mask=o_t >= 0,
             other=0.).to(tl.float32)[:, None]
-    b_Gamma_log_last = tl.load(in_Gamma + (bos + i_t * BT + n_r - 1) * H + i_h
-            + tl.zeros([1, 1], dtype=tl.int32)).to(tl.float32)
     # Ql = \text{Diag}\left(\boldsymbol{\gamma}\right) \mathbf{Q} [program retention_chunk, under claims retention.O,
     #   retention.S] (its gate factor, in log space)
     b_Ql_f = b_Gamma_log

@@ -40,11 +40,11 @@ PARAMS = (('r', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '
 RECURRENT_PARAMS = (('r', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False),
         ('w', 'w', '', '', False), ('u', 'u', '', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["Gc"]
+FP32_TILES = ["Gc", "hs0"]
 
 
 @triton.jit(do_not_specialize=["T"])
-def _intra_kernel(w, out_Gc, scale, T,
+def _intra_kernel(k, w, out_Gc, out_hs0, scale, T,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -74,20 +74,30 @@ def _intra_kernel(w, out_Gc, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
     b_G = tl.load(w + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32)
     # Gc = \text{cumsum}\left(\mathbf{G}\right)   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_Gc = tl.cumsum(b_G, axis=0)
+    # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
+    b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gc, 0.), axis=0, keep_dims=True))
+    # hs0 = \mathbf{K} \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top - \mathbf{G}^c\right) [program rwkv6_chunk,
+    #   under claims rwkv6.O_A, rwkv6.S_stable] (its gate factor, in log space)
+    b_hs0_f = ((tl.full((BT, 1), 1.0, tl.float32) * tl.trans(b_gC)) - b_Gc)
+    b_hs0 = (b_K * tl.exp(b_hs0_f))
 
     tl.store(out_Gc + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_Gc.to(out_Gc.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    tl.store(out_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_hs0.to(out_hs0.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 
 
 # T and the two flags are runtime values: fewer specialisations, fewer compiles.  The
 # scan carries the state and writes S_[t-1]^C of every chunk to h; the outputs are then
 # computed for all chunks in parallel
 @triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
-def _state_kernel(k, v, in_Gc, h, h0, ht, scale, T,
+def _state_kernel(v, in_Gc, in_hs0, h, h0, ht, scale, T,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -123,21 +133,19 @@ def _state_kernel(k, v, in_Gc, h, h0, ht, scale, T,
         m_last = (o_t == n_r - 1)[:, None]
         m_mid = (o_t == n_r // 2)[:, None]
         tl.store(h + ((boh + i_t) * H + i_h) * K * V + p_s, b_s.to(h.dtype.element_ty), mask=m_s)
-        b_K = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
-                other=0.)
         b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
                 other=0.)
-        b_Gc = tl.load(in_Gc + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :],
-                mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gc_last = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :],
+                other=0.).to(tl.float32)
+        b_hs0 = tl.load(in_hs0 + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
+                & (o_k < K)[None, :], other=0.)
         # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-        b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gc, 0.), axis=0, keep_dims=True))
+        b_gC = tl.trans(b_Gc_last)
         # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\exp\left(\boldsymbol{g}^C\right)\right) + \mathbf{V}^\top
-        #   \left(\mathbf{K} \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top - \mathbf{G}^c\right)\right) [claim
-        #   rwkv6.S_stable, rwkv6.py §chunk forward]
+        #   (\mathbf{K} \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top - \mathbf{G}^c\right)) [claim rwkv6.S_stable,
+        #   rwkv6.py §chunk forward]
         b_S = ((b_s * tl.exp(tl.trans(b_gC)))
-                + tl.dot(tl.trans(b_V).to(DT3).to(CT3),
-                (b_K * tl.exp(((tl.full((BT, 1), 1.0, tl.float32) * tl.trans(b_gC)) - b_Gc))).to(DT3).to(CT3),
-                input_precision=PREC3))
+                + tl.dot(tl.trans(b_V).to(DT3).to(CT3), b_hs0.to(DT3).to(CT3), input_precision=PREC3))
 
         b_s = b_S
     if store_ht != 0:
@@ -269,10 +277,12 @@ def _dstate_kernel(q, w, do, in_Gc, dh, dht, dh0, scale, T,
                 other=0.)
         b_Gc = tl.load(in_Gc + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :],
                 mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_Gc_last = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :],
+                other=0.).to(tl.float32)
         # Ge = \mathbf{G}^c - \mathbf{G}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
         b_Ge = (b_Gc - b_G)
         # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-        b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gc, 0.), axis=0, keep_dims=True))
+        b_gC = tl.trans(b_Gc_last)
         # Ql = \mathbf{Q} \odot \exp\left(\mathbf{G}^e\right) [program rwkv6_chunk, under claims rwkv6.O_A,
         #   rwkv6.S_stable] (its gate factor, in log space)
         b_Ql_f = b_Ge
@@ -292,7 +302,7 @@ def _dstate_kernel(q, w, do, in_Gc, dh, dht, dh0, scale, T,
 # V block; the kernels after it read them summed over the blocks and never touch a tile
 # with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, w, do, u, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, rng, scale, T, NCH,
+def _dgradv_kernel(q, k, v, w, do, u, in_Gc, in_hs0, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -347,10 +357,14 @@ def _dgradv_kernel(q, k, v, w, do, u, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, 
     b_Gc = tl.load(in_Gc + ((bos + i_t * BT) * H + i_h) * K
             + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
+    b_Gc_last = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
+    b_hs0 = tl.load(in_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     # Ge = \mathbf{G}^c - \mathbf{G}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_Ge = (b_Gc - b_G)
     # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-    b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gc, 0.), axis=0, keep_dims=True))
+    b_gC = tl.trans(b_Gc_last)
     # Ql = \mathbf{Q} \odot \exp\left(\mathbf{G}^e\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     #   (its gate factor, in log space)
     b_Ql_f = b_Ge
@@ -365,13 +379,11 @@ def _dgradv_kernel(q, k, v, w, do, u, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, 
     b_Aqk = (_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2, PREC2,
             rng_c, BLOCKED)
             + tl.where(m_eye, b_Bu, 0.))
-    # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\exp\left(\boldsymbol{g}^C\right)\right) + \mathbf{V}^\top
-    #   \left(\mathbf{K} \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top - \mathbf{G}^c\right)\right) [program
-    #   rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
+    # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\exp\left(\boldsymbol{g}^C\right)\right) + \mathbf{V}^\top (\mathbf{K}
+    #   \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top - \mathbf{G}^c\right)) [program rwkv6_chunk, under claims
+    #   rwkv6.O_A, rwkv6.S_stable]
     b_S = ((b_s * tl.exp(tl.trans(b_gC)))
-            + tl.dot(tl.trans(b_V).to(DT2).to(CT2),
-            (b_K * tl.exp(((tl.full((BT, 1), 1.0, tl.float32) * tl.trans(b_gC)) - b_Gc))).to(DT2).to(CT2),
-            input_precision=GPREC))
+            + tl.dot(tl.trans(b_V).to(DT2).to(CT2), b_hs0.to(DT2).to(CT2), input_precision=GPREC))
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim rwkv6.dQl, rwkv6.py §chunk backward]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim rwkv6.dA, rwkv6.py §chunk backward]
@@ -462,10 +474,12 @@ def _dgradk_kernel(q, k, w, u, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_
     b_Gc = tl.load(in_Gc + ((bos + i_t * BT) * H + i_h) * K
             + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
+    b_Gc_last = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
     # Ge = \mathbf{G}^c - \mathbf{G}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_Ge = (b_Gc - b_G)
     # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-    b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gc, 0.), axis=0, keep_dims=True))
+    b_gC = tl.trans(b_Gc_last)
     # Ql = \mathbf{Q} \odot \exp\left(\mathbf{G}^e\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     #   (its gate factor, in log space)
     b_Ql_f = b_Ge
@@ -586,7 +600,8 @@ def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](w, Gc, scale, T,
+    hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, w, Gc, hs0, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     o = empty_like(v)
@@ -594,13 +609,14 @@ def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size
     h0 = initial_state if initial_state is not None else o
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](k, v, Gc, h, h0, ht, scale, T,
+    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](v, Gc, hs0, h, h0, ht, scale,
+            T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
     spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, w, u, Gc, h, o, rng,
             scale, T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
-        kept = dict(Gc=Gc, h=h)
+        kept = dict(Gc=Gc, hs0=hs0, h=h)
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -622,7 +638,8 @@ def _backward_states(q, k, v, w, u, do, dht, scale, chunk_size=None, seqs=None):
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](w, Gc, scale, T,
+    hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, w, Gc, hs0, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
@@ -656,19 +673,21 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     if kept is None:
         Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](w, Gc, scale, T,
+        hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, w, Gc, hs0, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](k, v, Gc, h, h0, v, scale,
-                T,
+        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](v, Gc, hs0, h, h0, v,
+                scale, T,
                                                   H=H, HQ=HQ, **sq, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
     else:
         h = kept["h"]
         Gc = kept["Gc"]
+        hs0 = kept["hs0"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, w, do, Gc, dh,
@@ -685,8 +704,8 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, w, do, u, Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4,
-            h, dh, d_v, rng, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, w, do, u, Gc, hs0, r_vr0, r_vr1, r_vr2, r_vr3,
+            r_vr4, h, dh, d_v, rng, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     # the chunk states and their gradients are read by the V kernel only: dropped before
     # the K side's buffers are allocated (peak memory)

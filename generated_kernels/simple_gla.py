@@ -131,8 +131,10 @@ def _state_kernel(k, v, in_Gc, h, h0, ht, scale, T,
                 other=0.)
         b_Gc = tl.load(in_Gc + (bos + tl.minimum(r_t, T - 1)) * H + i_h, mask=o_t >= 0, other=0.).to(tl.float32)[:,
                 None]
+        b_Gc_last = tl.load(in_Gc + (bos + i_t * BT + n_r - 1) * H + i_h
+                + tl.zeros([1, 1], dtype=tl.int32)).to(tl.float32)
         # gC = \boldsymbol{g}^c^{C}   [program simple_gla_chunk, under claims simple_gla.O, simple_gla.S]
-        b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gc, 0.), axis=0, keep_dims=True))
+        b_gC = tl.trans(b_Gc_last)
         # Kr = \text{Diag}\left(\exp\left(-\boldsymbol{g}^c\right)\right) \mathbf{K} [program simple_gla_chunk, under
         #   claims simple_gla.O, simple_gla.S] (its gate factor, in log space)
         b_Kr_f = (-b_Gc)
@@ -254,8 +256,10 @@ def _dstate_kernel(q, do, in_Gc, dh, dht, dh0, scale, T,
                 other=0.)
         b_Gc = tl.load(in_Gc + (bos + tl.minimum(r_t, T - 1)) * H + i_h, mask=o_t >= 0, other=0.).to(tl.float32)[:,
                 None]
+        b_Gc_last = tl.load(in_Gc + (bos + i_t * BT + n_r - 1) * H + i_h
+                + tl.zeros([1, 1], dtype=tl.int32)).to(tl.float32)
         # gC = \boldsymbol{g}^c^{C}   [program simple_gla_chunk, under claims simple_gla.O, simple_gla.S]
-        b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gc, 0.), axis=0, keep_dims=True))
+        b_gC = tl.trans(b_Gc_last)
         # Ql = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \mathbf{Q} [program simple_gla_chunk, under
         #   claims simple_gla.O, simple_gla.S] (its gate factor, in log space)
         b_Ql_f = b_Gc
@@ -322,8 +326,9 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, h, dh, d_v, s
             & (o_v < V)[None, :], other=0.)
     b_Gc = tl.load(in_Gc + ((bos + i_t * BT) * H + i_h) + tl.minimum(o_t, n_r - 1) * H, mask=o_t >= 0,
             other=0.).to(tl.float32)[:, None]
+    b_Gc_last = tl.load(in_Gc + (bos + i_t * BT + n_r - 1) * H + i_h + tl.zeros([1, 1], dtype=tl.int32)).to(tl.float32)
     # gC = \boldsymbol{g}^c^{C}   [program simple_gla_chunk, under claims simple_gla.O, simple_gla.S]
-    b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gc, 0.), axis=0, keep_dims=True))
+    b_gC = tl.trans(b_Gc_last)
     # Ql = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \mathbf{Q} [program simple_gla_chunk, under claims
     #   simple_gla.O, simple_gla.S] (its gate factor, in log space)
     b_Ql_f = b_Gc
@@ -413,8 +418,9 @@ def _dgradk_kernel(q, k, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, d_q, d_k, d_g, scale
             & (o_k < K)[None, :], other=0.)
     b_Gc = tl.load(in_Gc + ((bos + i_t * BT) * H + i_h) + tl.minimum(o_t, n_r - 1) * H, mask=o_t >= 0,
             other=0.).to(tl.float32)[:, None]
+    b_Gc_last = tl.load(in_Gc + (bos + i_t * BT + n_r - 1) * H + i_h + tl.zeros([1, 1], dtype=tl.int32)).to(tl.float32)
     # gC = \boldsymbol{g}^c^{C}   [program simple_gla_chunk, under claims simple_gla.O, simple_gla.S]
-    b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gc, 0.), axis=0, keep_dims=True))
+    b_gC = tl.trans(b_Gc_last)
     # Ql = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \mathbf{Q} [program simple_gla_chunk, under claims
     #   simple_gla.O, simple_gla.S] (its gate factor, in log space)
     b_Ql_f = b_Gc
