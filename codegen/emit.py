@@ -3,6 +3,7 @@
 Templates own the skeleton; every math line comes from here, printed from the IR."""
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set
@@ -222,10 +223,10 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
             # a sum or masked product keeps its parts: a gate factor applied to it later
             # is distributed over them (printer.factor) rather than multiplying b_{n}
             env[n] = Val(f"b_{n}", val.shape, raw=val.raw, terms=val.terms, mix=val.mix)
-    for w in kp.writes:
-        # a gated operand the scan reads (Plan.hoisted) is written whole, its gate applied
-        if w in plan.hoisted and env[w].dense() != f"b_{w}":
-            lines.append(Line("", f"b_{w}", pr.dense(env[w])))
+        if n in kp.writes and n in plan.hoisted and env[n].dense() != f"b_{n}":
+            # a gated operand the scan reads is written whole, its gate applied
+            lines.append(Line("", f"b_{n}", pr.dense(env[n])))
+            env[n] = Val(f"b_{n}", val.shape)
     for f in finals:
         start(f.name)
         lines.append(Line(f"{f.name} = {to_latex(f.expr)}   [claim {f.claim.id}, {f.claim.citation}]",
@@ -333,19 +334,63 @@ class BackwardStages:
         return {n: sorted(f"r_{k}" for k, at in last.items() if at == n) for n, _ in stages}
 
 
+def _computing_hoisted(kp: KernelPlan) -> KernelPlan:
+    """``kp`` with the scan's gated operands it reads (Plan.hoisted) computed instead:
+    their definitions join the stage's, the tiles those read from memory its reads."""
+    plan = kp.plan
+    dmap = dict(plan.defs)
+    stored = set(plan.boundary) - plan.hoisted
+    want = [r for r in kp.reads if r in plan.hoisted]
+    extra, reads = set(want), set()
+    todo = list(want)
+    while todo:
+        for m in var_names(dmap[todo.pop()]):
+            if m in stored:
+                reads.add(m)
+            elif m in dmap and m not in extra and m not in kp.computes:
+                extra.add(m)
+                todo.append(m)
+    order = [n for n, _ in plan.defs]
+    computes = [n for n in order if n in extra or n in kp.computes]
+    computes += [n for n in kp.computes if n not in computes]
+    new_reads = [n for n in order if (n in kp.reads and n not in want) or n in reads]
+    return dataclasses.replace(kp, computes=computes, reads=new_reads)
+
+
+def _bytes_per_row(st: Stage, plan: Plan) -> int:
+    """Bytes a program of ``st`` reads per chunk row, counting whole C x Dk and C x Dv
+    tiles (each D wide; C x 1 gates and last rows are negligible, C x C tiles half):
+    inputs in a 16-bit dtype, boundary tiles in theirs."""
+    dmap = dict(plan.defs)
+    live = st.live or set()
+    n = sum(2 for ld in st.loads if ld.kind in ("k", "kq", "v"))
+    for r in st.reads:
+        if {f"b_{r}", f"b_{r}_log"} & live:
+            n += {"k": 2, "v": 2, "c": 1, "head": 0}[layout(dmap[r].shape())] * (2 if stored_fp32(plan, r) else 1)
+    return n
+
+
 def backward_stages(plan: Plan, bwd) -> BackwardStages:
     loads, env = _backward_inputs()
     name = plan.variant.name
 
-    def printed(kp, where, **kw):
-        return _stage(kp, f"{name} {where}", extra_loads=loads, extra_env=env, **kw)
+    def printed(kp, where, sequential=False, **kw):
+        st = _stage(kp, f"{name} {where}", extra_loads=loads, extra_env=env, **kw)
+        if sequential or not plan.hoisted & set(kp.reads):
+            return st
+        # a parallel kernel reads a scan's gated operand only where that moves fewer
+        # bytes than computing it from what the kernel reads anyway (the sequential scans
+        # always read it: taking the work off their loop is why it is written)
+        alt = _stage(_computing_hoisted(kp), f"{name} {where}", extra_loads=loads, extra_env=env, **kw)
+        return alt if _bytes_per_row(alt, plan) <= _bytes_per_row(st, plan) else st
     pre, scan = backward.hoist_reverse(plan, bwd)
     reverse = reverse_pre = reverse_scan = None
     if pre.writes_passed:
         reverse_pre = printed(pre, "reverse scan's parallel kernel")
-        reverse_scan = printed(scan, "reverse scan kernel", roots=["b_dS_prev"])
+        reverse_scan = printed(scan, "reverse scan kernel", sequential=True, roots=["b_dS_prev"])
     else:
-        reverse = printed(backward.reverse_scan(plan, bwd), "reverse scan kernel", roots=["b_dS_prev"])
+        reverse = printed(backward.reverse_scan(plan, bwd), "reverse scan kernel", sequential=True,
+                          roots=["b_dS_prev"])
     split = backward.split_gradients(plan, bwd, pre.writes_passed)
     grad_v = printed(split.v, "gradient V kernel", state_in_memory=True, gradient=True)
     ck, kb = backward.split_k(plan, split.k_side)

@@ -74,12 +74,17 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         raise CodegenError(f"variant {v.name}: a state scan prints a vector-gated intra-chunk product "
                            f"(the runtime's _masked_ forms); only the per-chunk kernels may")
     parallel = [intra, out] + ([bw.reverse_pre] + bw.gradient_kernels() if bw else [])
+    # the scan's gated operands no backward kernel reads are not kept for the backward
+    bw_reads = set().union(*(st.reads for st in [bw.reverse, bw.reverse_pre, bw.reverse_scan]
+                             + bw.gradient_kernels() if st)) if bw else set()
+    scan_only = [w for w in (intra.writes if intra else []) if w in plan.hoisted and w not in bw_reads]
     store_kind = {"k": "k", "v": "v", "gate_k": "k", "gate_h": "head", "head": "head"}
     rfunc = fla_api.recurrent_name(v.func)
     names = [a.name for a in v.args] + list(plan.param_arg_names)
     dmap = dict(plan.defs)
     ctx = dict(
         v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, state_stage=state, out_stage=out, bw=bw,
+        scan_only=scan_only, kept_tiles=[w for w in (intra.writes if intra else []) if w not in scan_only],
         guarded_any=any(st.guarded for st in parallel if st),
         kind_of={a.name: store_kind[a.kind] for a in v.args},
         grad_outs=[(a.name, store_kind[a.kind]) for a in v.args] if bw else [],

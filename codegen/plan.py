@@ -220,7 +220,10 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
             plan.claims["S"] = moved.claim
         final[prog.state] = moved.rhs
         at = [n for n, _ in defs].index(prog.state)
-        defs[at:at + 1] = moved.defs + [(prog.state, moved.rhs)]
+        defs[at] = (prog.state, moved.rhs)
+        for n, e in moved.defs:     # right after what it reads: the intra kernel stores it early
+            names = [m for m, _ in defs]
+            defs.insert(max([names.index(m) for m in var_names(e) if m in names], default=-1) + 1, (n, e))
         plan.defs = defs
         dmap = dict(defs)
         plan.hoisted = {n for n, _ in moved.defs}

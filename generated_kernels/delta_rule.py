@@ -88,17 +88,16 @@ def _intra_kernel(k, v, beta, out_At, out_W, out_U, scale, T,
             * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC), 0.)))
     # At = \left(\widetilde{\mathbf{X}}\right)^{-1} [program delta_rule_chunk, under claims delta_rule.O, delta_rule.S]
     b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
+    tl.store(out_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            b_At.to(out_At.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
     # W = \widetilde{\mathbf{A}} \text{Diag}\left(\boldsymbol{\beta}\right) \mathbf{K} [program delta_rule_chunk, under
     #   claims delta_rule.O, delta_rule.S]
     b_W = tl.dot((b_At * tl.trans(b_Beta)).to(DT3).to(CT3), b_K.to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(out_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # U = \widetilde{\mathbf{A}} \text{Diag}\left(\boldsymbol{\beta}\right) \mathbf{V} [program delta_rule_chunk, under
     #   claims delta_rule.O, delta_rule.S]
     b_U = tl.dot((b_At * tl.trans(b_Beta)).to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3)
-
-    tl.store(out_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            b_At.to(out_At.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
-    tl.store(out_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_U.to(out_U.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 

@@ -48,7 +48,7 @@ FP32_TILES = ["E", "Gamma", "hs0", "hs1"]
 
 
 @triton.jit(do_not_specialize=["T"])
-def _intra_kernel(k, v, gk, a, b, out_Gamma, out_E, out_W, out_C, out_hs0, out_hs1, rng, scale, T,
+def _intra_kernel(k, v, gk, a, b, out_Gamma, out_hs0, out_hs1, out_E, out_W, out_C, rng, scale, T,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -98,15 +98,29 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_E, out_W, out_C, out_hs0, out_h
     # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right) [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped]
     b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
+    tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     b_Gamma = tl.exp(b_Gamma_log)
     # gC = \mathbf{\Gamma}_{[t]}^{C}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
     b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
+    # hs0 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [program
+    #   dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped] (its gate factor, in log space)
+    b_hs0_f = (b_Kr_f + tl.trans(b_gC_log))
+    b_hs0 = (b_K * tl.exp(b_hs0_f))
+    tl.store(out_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_hs0.to(out_hs0.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
     b_Ar_f = b_Kr_f
+    # hs1 = \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [program
+    #   dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped] (its gate factor, in log space)
+    b_hs1_f = (b_Ar_f + tl.trans(b_gC_log))
+    b_hs1 = (b_B * tl.exp(b_hs1_f))
+    tl.store(out_hs1 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_hs1.to(out_hs1.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
     #   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped] (a tile times a gate factor: the tile)
     b_Bl_c = (-b_A.to(tl.float32))
@@ -118,9 +132,13 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_E, out_W, out_C, out_hs0, out_h
             PREC2, rng_c, BLOCKED))
     # E = \left(\mathbf{F}_{[t]}\right)^{-1}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
     b_E = _inv_unit_lower(b_F, m_strict, m_eye, BT, IPREC)
+    tl.store(out_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            b_E.to(out_E.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
     # W = \mathbf{E}_{[t]} \overleftarrow{\mathbf{B}_{[t]}} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped]
     b_W = tl.dot(b_E.to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)
+    tl.store(out_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # C = -\mathbf{E}_{[t]} \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot
     #   \mathbf{M}_{-1}\right) \mathbf{V}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
     b_C = (-tl.dot(tl.dot(b_E.to(DT2).to(CT2),
@@ -128,34 +146,15 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_E, out_W, out_C, out_hs0, out_h
             PREC2, rng_c, BLOCKED).to(DT2).to(CT2),
             input_precision=PREC2).to(DT3).to(CT3),
             b_V.to(DT3).to(CT3), input_precision=PREC3))
-    # hs0 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [program
-    #   dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped] (its gate factor, in log space)
-    b_hs0_f = (b_Kr_f + tl.trans(b_gC_log))
-    # hs1 = \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [program
-    #   dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped] (its gate factor, in log space)
-    b_hs1_f = (b_Ar_f + tl.trans(b_gC_log))
-    b_hs0 = (b_K * tl.exp(b_hs0_f))
-    b_hs1 = (b_B * tl.exp(b_hs1_f))
-
-    tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(out_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            b_E.to(out_E.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
-    tl.store(out_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_C + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_C.to(out_C.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    tl.store(out_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_hs0.to(out_hs0.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(out_hs1 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_hs1.to(out_hs1.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 
 
 # T and the two flags are runtime values: fewer specialisations, fewer compiles.  The
 # scan carries the state and writes S_[t-1]^C of every chunk to h; the outputs are then
 # computed for all chunks in parallel
 @triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
-def _state_kernel(v, in_Gamma, in_W, in_C, in_hs0, in_hs1, h, h0, ht, scale, T,
+def _state_kernel(v, in_Gamma, in_hs0, in_hs1, in_W, in_C, h, h0, ht, scale, T,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -195,14 +194,14 @@ def _state_kernel(v, in_Gamma, in_W, in_C, in_hs0, in_hs1, h, h0, ht, scale, T,
                 other=0.)
         b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
                 mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
-                & (o_k < K)[None, :], other=0.)
-        b_C = tl.load(in_C + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None]
-                & (o_v < V)[None, :], other=0.)
         b_hs0 = tl.load(in_hs0 + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
                 & (o_k < K)[None, :], other=0.)
         b_hs1 = tl.load(in_hs1 + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
                 & (o_k < K)[None, :], other=0.)
+        b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
+                & (o_k < K)[None, :], other=0.)
+        b_C = tl.load(in_C + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None]
+                & (o_v < V)[None, :], other=0.)
         # gC = \mathbf{\Gamma}_{[t]}^{C}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
         b_gC_log = tl.trans(b_Gamma_log_last)
         # V1 = \mathbf{V}_{[t]}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
@@ -377,7 +376,7 @@ def _dstate_pre_kernel(q, b, do, in_Gamma, w_hr0, rng, scale, T,
 # the last chunk down; writes delta S_[t]^C of every chunk to dh and the initial state's
 # gradient to dh0.  V-blocked like the state scan.
 @triton.jit(do_not_specialize=["T", "use_dht"])
-def _dstateh_kernel(q, do, in_Gamma, in_W, in_hs1, r_hr0, dh, dht, dh0, scale, T,
+def _dstateh_kernel(q, do, in_Gamma, in_hs1, in_W, r_hr0, dh, dht, dh0, scale, T,
                     H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -425,9 +424,9 @@ def _dstateh_kernel(q, do, in_Gamma, in_W, in_hs1, r_hr0, dh, dht, dh0, scale, T
                 mask=(o_k < K)[None, :], other=0.).to(tl.float32)
         b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
                 mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
-                & (o_k < K)[None, :], other=0.)
         b_hs1 = tl.load(in_hs1 + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
+                & (o_k < K)[None, :], other=0.)
+        b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
                 & (o_k < K)[None, :], other=0.)
         # gC = \mathbf{\Gamma}_{[t]}^{C}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
         b_gC_log = tl.trans(b_Gamma_log_last)
@@ -460,8 +459,8 @@ def _dstateh_kernel(q, do, in_Gamma, in_W, in_hs1, r_hr0, dh, dht, dh0, scale, T
 # V block; the kernels after it read them summed over the blocks and never touch a tile
 # with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, gk, a, do, in_Gamma, in_E, in_W, in_C, in_hs0, in_hs1, r_hr0, w_vr0, w_vr1, w_vr2, w_vr3,
-        w_vr4, w_vr5, w_vr6, w_vr7, w_vr8, h, dh, d_v, rng, scale, T, NCH,
+def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, r_hr0, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5,
+        w_vr6, w_vr7, w_vr8, h, dh, d_v, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -515,27 +514,38 @@ def _dgradv_kernel(q, k, v, gk, a, do, in_Gamma, in_E, in_W, in_C, in_hs0, in_hs
             other=0.).to(tl.float32)
     b_A = tl.load(a + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
+    b_B = tl.load(b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
             + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
+            mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_E = tl.load(in_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None]
             & (o_t >= 0)[None, :], other=0.)
     b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_C = tl.load(in_C + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
-    b_hs0 = tl.load(in_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_hs1 = tl.load(in_hs1 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    # gC = \mathbf{\Gamma}_{[t]}^{C}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
+    b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
     b_Ql_f = b_Gamma_log
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
+    # hs0 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [program
+    #   dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped] (its gate factor, in log space)
+    b_hs0_f = (b_Kr_f + tl.trans(b_gC_log))
+    # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
+    #   dplr.fla.S.regrouped] (its gate factor, in log space)
+    b_Ar_f = b_Kr_f
+    # hs1 = \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [program
+    #   dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped] (its gate factor, in log space)
+    b_hs1_f = (b_Ar_f + tl.trans(b_gC_log))
     # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
     #   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped] (a tile times a gate factor: the tile)
     b_Bl_c = (-b_A.to(tl.float32))
@@ -549,14 +559,15 @@ def _dgradv_kernel(q, k, v, gk, a, do, in_Gamma, in_E, in_W, in_C, in_hs0, in_hs
     #   \mathbf{S}_{[t]}^C}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot
     #   \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}) [claim dplr.fla.dV2, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
-    b_dV2 = (tl.dot(b_hs1.to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + b_hr0)
+    b_dV2 = (tl.dot((b_B * tl.exp(b_hs1_f)).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2)
+            + b_hr0)
     # dC = \delta \mathbf{V}_{[t],2}   [claim dplr.fla.dC, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_dC = b_dV2
     # dV1 = (\overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)) {\delta
     #   \mathbf{S}_{[t]}^C}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot
     #   \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]} [claim dplr.fla.dV1, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
-    b_dV1 = (tl.dot(b_hs0.to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2)
+    b_dV1 = (tl.dot((b_K * tl.exp(b_hs0_f)).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2)
             + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT,
             DT2, CT2, PREC2, rng_c, BLOCKED)).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3))
@@ -698,8 +709,8 @@ def _dgradc_kernel(k, gk, a, in_Gamma, in_E, r_vr5, r_vr6, w_dF, rng, scale, T, 
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, in_hs0, in_hs1, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr7,
-        r_vr8, r_dF, d_q, d_k, d_a, d_b, d_gk, rng, scale, T, NCH,
+def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr7, r_vr8, r_dF, d_q,
+        d_k, d_a, d_b, d_gk, rng, scale, T, NCH,
                     H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -780,10 +791,6 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, in_hs0, in_hs1, r_vr0, r_vr1
             mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_E = tl.load(in_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None]
             & (o_t >= 0)[None, :], other=0.)
-    b_hs0 = tl.load(in_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
-    b_hs1 = tl.load(in_hs1 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     # gC = \mathbf{\Gamma}_{[t]}^{C}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
@@ -792,9 +799,15 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, in_hs0, in_hs1, r_vr0, r_vr1
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
+    # hs0 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [program
+    #   dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped] (its gate factor, in log space)
+    b_hs0_f = (b_Kr_f + tl.trans(b_gC_log))
     # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
     b_Ar_f = b_Kr_f
+    # hs1 = \overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [program
+    #   dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped] (its gate factor, in log space)
+    b_hs1_f = (b_Ar_f + tl.trans(b_gC_log))
     # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
     #   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped] (a tile times a gate factor: the tile)
     b_Bl_c = (-b_A.to(tl.float32))
@@ -854,8 +867,8 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, in_hs0, in_hs1, r_vr0, r_vr1
     b_g_gk = (tl.cumsum(((((((b_dQ * b_Q) - (b_dK * b_K)) - (b_dB * b_B)) + (b_dA * b_A))
             + tl.where(m_last,
             tl.trans(((b_vr8 * tl.exp(b_gC_log))
-            + tl.sum(tl.trans(((b_vr4 * b_hs0) + (b_vr7 * b_hs1))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)),
-            axis=1, keep_dims=True))),
+            + tl.sum(tl.trans(((b_vr4 * (b_K * tl.exp(b_hs0_f))) + (b_vr7 * (b_B * tl.exp(b_hs1_f)))))
+            * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))),
             0.))
             - (b_dA * b_A)),
             axis=0, reverse=True)
@@ -944,12 +957,12 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    hs1 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    hs1 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, E, W, C, hs0, hs1, rng, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, hs0, hs1, E, W, C, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     o = empty_like(v)
@@ -957,14 +970,15 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
     h0 = initial_state if initial_state is not None else o
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](v, Gamma, W, C, hs0, hs1, h,
+    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](v, Gamma, hs0, hs1, W, C, h,
             h0, ht, scale, T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
+    del hs0     # read by the state scan alone
     spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, b, Gamma, W, C, h, o,
             rng, scale, T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
-        kept = dict(Gamma=Gamma, E=E, W=W, C=C, hs0=hs0, hs1=hs1, h=h)
+        kept = dict(Gamma=Gamma, hs1=hs1, E=E, W=W, C=C, h=h)
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -986,12 +1000,12 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None, seqs=No
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    hs1 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    hs1 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, E, W, C, hs0, hs1, rng, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, hs0, hs1, E, W, C, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
@@ -1001,7 +1015,7 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None, seqs=No
     spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, b, do, Gamma, r_hr0, rng,
             scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
-    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, do, Gamma, W, hs1, r_hr0, dh,
+    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, do, Gamma, hs1, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
                                                 H=H, HQ=HQ, **sq, use_dht=int(dht is not None),
                                                         **spec["_dstateh_kernel"].kwargs)
@@ -1030,29 +1044,29 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     if kept is None:
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+        hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+        hs1 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-        hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-        hs1 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, E, W, C, hs0, hs1, rng, scale, T,
+        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, hs0, hs1, E, W, C, rng, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](v, Gamma, W, C, hs0, hs1,
+        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](v, Gamma, hs0, hs1, W, C,
                 h, h0, v, scale, T,
                                                   H=H, HQ=HQ, **sq, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
+        del hs0     # read by the state scan alone
     else:
         h = kept["h"]
         Gamma = kept["Gamma"]
+        hs1 = kept["hs1"]
         E = kept["E"]
         W = kept["W"]
         C = kept["C"]
-        hs0 = kept["hs0"]
-        hs1 = kept["hs1"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
@@ -1060,7 +1074,7 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, b, do, Gamma, r_hr0, rng,
             scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
-    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, do, Gamma, W, hs1, r_hr0, dh,
+    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, do, Gamma, hs1, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
                                                 H=H, HQ=HQ, **sq, use_dht=int(dht is not None),
                                                         **spec["_dstateh_kernel"].kwargs)
@@ -1078,8 +1092,8 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, gk, a, do, Gamma, E, W, C, hs0, hs1, r_hr0,
-            r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, h, dh, d_v, rng, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, gk, a, b, do, Gamma, E, W, C, r_hr0, r_vr0,
+            r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, h, dh, d_v, rng, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     # the chunk states and their gradients are read by the V kernel only: dropped before
     # the K side's buffers are allocated (peak memory)
@@ -1097,9 +1111,8 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, gk, a, Gamma, E, r_vr5, r_vr6, r_dF, rng, scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradc_kernel"].kwargs)
     del r_vr6     # read by the C kernel only
-    spec["_dgradkb_kernel"].on(_dgradkb_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, gk, a, b, Gamma, E, hs0,
-            hs1, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr7, r_vr8, r_dF, d_q, d_k, d_a, d_b, d_gk, rng, scale, T,
-            NCH,
+    spec["_dgradkb_kernel"].on(_dgradkb_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, gk, a, b, Gamma, E, r_vr0,
+            r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr7, r_vr8, r_dF, d_q, d_k, d_a, d_b, d_gk, rng, scale, T, NCH,
                                                        H=H, HQ=HQ, **sq, **spec["_dgradkb_kernel"].kwargs)
     if H != HQ:
         d_q = d_q.view(B, T, HQ, H // HQ, K).sum(3).to(q.dtype)

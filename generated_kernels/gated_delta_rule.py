@@ -105,6 +105,8 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_Wl, out_U, scale, T,
     # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right) [program gdn_chunk_kda, under claims gdn.bwd.fwd_O,
     #   gdn.bwd.fwd_S]
     b_Gamma_log = tl.sum(tl.where(m_incl, tl.trans(b_Alpha_log), 0.), axis=1, keep_dims=True)
+    tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) + o_t * H,
+            tl.reshape(b_Gamma_log, [BT]).to(out_Gamma.dtype.element_ty), mask=m_r)
     b_Gamma = tl.exp(b_Gamma_log)
     # Kl = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{K}_{[t]} [program gdn_chunk_kda, under claims
     #   gdn.bwd.fwd_O, gdn.bwd.fwd_S] (its gate factor, in log space)
@@ -122,20 +124,17 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_Wl, out_U, scale, T,
     # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1} [program gdn_chunk_kda, under claims gdn.bwd.fwd_O,
     #   gdn.bwd.fwd_S]
     b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
+    tl.store(out_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            b_At.to(out_At.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
     # Wl = \widetilde{\mathbf{A}}_{[t]} \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)
     #   \overleftarrow{\mathbf{K}_{[t]}} [program gdn_chunk_kda, under claims gdn.bwd.fwd_O, gdn.bwd.fwd_S]
     b_Wl = tl.dot((b_At * tl.trans(b_Beta)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2),
             input_precision=PREC2)
+    tl.store(out_Wl + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_Wl.to(out_Wl.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # U = \widetilde{\mathbf{A}}_{[t]} \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \mathbf{V}_{[t]} [program
     #   gdn_chunk_kda, under claims gdn.bwd.fwd_O, gdn.bwd.fwd_S]
     b_U = tl.dot((b_At * tl.trans(b_Beta)).to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3)
-
-    tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) + o_t * H,
-            tl.reshape(b_Gamma_log, [BT]).to(out_Gamma.dtype.element_ty), mask=m_r)
-    tl.store(out_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            b_At.to(out_At.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
-    tl.store(out_Wl + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_Wl.to(out_Wl.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_U.to(out_U.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 

@@ -82,6 +82,8 @@ def _intra_kernel(k, g, out_Gamma, out_hs0, scale, T,
             other=0.).to(tl.float32)
     # Gamma = \text{cumprod}\left(\mathbf{A}_{[t]}\right)   [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
     b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
+    tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     b_Gamma = tl.exp(b_Gamma_log)
     # gC = \mathbf{\Gamma}_{[t]}^{C}   [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
     b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
@@ -92,9 +94,6 @@ def _intra_kernel(k, g, out_Gamma, out_hs0, scale, T,
     #   under claims gla.O, gla.S_C.regrouped] (its gate factor, in log space)
     b_hs0_f = (b_Kr_f + tl.trans(b_gC_log))
     b_hs0 = (b_K * tl.exp(b_hs0_f))
-
-    tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_hs0.to(out_hs0.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 
@@ -296,7 +295,7 @@ def _dstate_kernel(q, do, in_Gamma, dh, dht, dh0, scale, T,
 # V block; the kernels after it read them summed over the blocks and never touch a tile
 # with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, do, in_Gamma, in_hs0, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, rng, scale, T, NCH,
+def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -348,14 +347,19 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, in_hs0, w_vr0, w_vr1, w_vr2, w_vr3, w_
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
             + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
-    b_hs0 = tl.load(in_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
+            mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    # gC = \mathbf{\Gamma}_{[t]}^{C}   [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
+    b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped] (its
     #   gate factor, in log space)
     b_Ql_f = b_Gamma_log
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
     #   (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
+    # hs0 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [program gla_chunk,
+    #   under claims gla.O, gla.S_C.regrouped] (its gate factor, in log space)
+    b_hs0_f = (b_Kr_f + tl.trans(b_gC_log))
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim gla.dQl, 003_c008d497ea0f70e6.txt §6.3
     #   分块递推模式的反向传播, line 186]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
@@ -375,7 +379,7 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, in_hs0, w_vr0, w_vr1, w_vr2, w_vr3, w_
     #   \mathbf{S}_{[t]}^{C}}^\top + \left(\overrightarrow{\mathbf{K}_{[t]}} \overleftarrow{\mathbf{Q}_{[t]}}^\top \odot
     #   \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]} [claim gla.dV, 003_c008d497ea0f70e6.txt §6.3
     #   分块递推模式的反向传播, line 178, row 3]
-    b_g_v = (tl.dot(b_hs0.to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2)
+    b_g_v = (tl.dot((b_K * tl.exp(b_hs0_f)).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2)
             + tl.dot(tl.trans(_masked_gated_dot(tl.trans(tl.trans(b_Q)), tl.trans(tl.trans(b_Ql_f)), tl.trans(b_K),
             tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2, rng_c, BLOCKED)).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3))
@@ -390,7 +394,7 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, in_hs0, w_vr0, w_vr1, w_vr2, w_vr3, w_
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradk_kernel(q, k, in_Gamma, in_hs0, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g, rng, scale, T, NCH,
+def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -451,8 +455,6 @@ def _dgradk_kernel(q, k, in_Gamma, in_hs0, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_
             other=0.).to(tl.float32)
     b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
             mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    b_hs0 = tl.load(in_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     # gC = \mathbf{\Gamma}_{[t]}^{C}   [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped] (its
@@ -461,6 +463,9 @@ def _dgradk_kernel(q, k, in_Gamma, in_hs0, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
     #   (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
+    # hs0 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [program gla_chunk,
+    #   under claims gla.O, gla.S_C.regrouped] (its gate factor, in log space)
+    b_hs0_f = (b_Kr_f + tl.trans(b_gC_log))
     # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} [claim gla.dK,
     #   003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 190]
     b_dK = ((b_vr2 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log))))
@@ -484,7 +489,8 @@ def _dgradk_kernel(q, k, in_Gamma, in_hs0, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_
     b_g_g = tl.cumsum((((b_dQ * b_Q) - (b_dK * b_K))
             + tl.where(m_last,
             tl.trans(((b_vr4 * tl.exp(b_gC_log))
-            + tl.sum(tl.trans((b_vr2 * b_hs0)) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))),
+            + tl.sum(tl.trans((b_vr2 * (b_K * tl.exp(b_hs0_f)))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1,
+            keep_dims=True))),
             0.)),
             axis=0, reverse=True)
 
@@ -576,11 +582,12 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
     spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](v, Gamma, hs0, h, h0, ht,
             scale, T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
+    del hs0     # read by the state scan alone
     spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, Gamma, h, o, rng,
             scale, T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
-        kept = dict(Gamma=Gamma, hs0=hs0, h=h)
+        kept = dict(Gamma=Gamma, h=h)
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -648,10 +655,10 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
                 scale, T,
                                                   H=H, HQ=HQ, **sq, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
+        del hs0     # read by the state scan alone
     else:
         h = kept["h"]
         Gamma = kept["Gamma"]
-        hs0 = kept["hs0"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, do, Gamma, dh,
@@ -668,8 +675,8 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, do, Gamma, hs0, r_vr0, r_vr1, r_vr2, r_vr3,
-            r_vr4, h, dh, d_v, rng, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, do, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, h,
+            dh, d_v, rng, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     # the chunk states and their gradients are read by the V kernel only: dropped before
     # the K side's buffers are allocated (peak memory)
@@ -680,8 +687,8 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
     d_k = empty(B, T, H, K, dtype=torch.float32 if H != HQ else k.dtype, device=q.device)
     d_g = empty_like(g)
 
-    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, Gamma, hs0, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q,
-            d_k, d_g, rng, scale, T, NCH,
+    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k,
+            d_g, rng, scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradk_kernel"].kwargs)
     if H != HQ:
         d_q = d_q.view(B, T, HQ, H // HQ, K).sum(3).to(q.dtype)

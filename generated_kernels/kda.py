@@ -68,7 +68,7 @@ FP32_TILES = ["At", "Gamma", "hs0"]
 
 
 @triton.jit(do_not_specialize=["T"])
-def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, out_hs0, rng, scale, T,
+def _intra_kernel(k, v, g, beta, out_Gamma, out_hs0, out_At, out_W, out_U, rng, scale, T,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -115,6 +115,8 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, out_hs0, rng, 
     # Gamma = \text{cumprod}\left(\boldsymbol{\alpha}_{[t]}\right) [program kda_chunk, under claims kda.O,
     #   kda.S.regrouped]
     b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
+    tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     b_Gamma = tl.exp(b_Gamma_log)
     # gC = \mathbf{\Gamma}_{[t]}^{C}   [program kda_chunk, under claims kda.O, kda.S.regrouped]
     b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
@@ -124,6 +126,12 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, out_hs0, rng, 
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
     #   gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
+    # hs0 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [program kda_chunk,
+    #   under claims kda.O, kda.S.regrouped] (its gate factor, in log space)
+    b_hs0_f = (b_Kr_f + tl.trans(b_gC_log))
+    b_hs0 = (b_K * tl.exp(b_hs0_f))
+    tl.store(out_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_hs0.to(out_hs0.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) [program kda_chunk, under claims kda.O, kda.S.regrouped]
     #   (kept as its diagonal)
     b_DB = b_Beta
@@ -136,34 +144,25 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_W, out_U, out_hs0, rng, 
             PREC2, rng_c, BLOCKED)))
     # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}   [program kda_chunk, under claims kda.O, kda.S.regrouped]
     b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
+    tl.store(out_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            b_At.to(out_At.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
     # W = \widetilde{\mathbf{A}}_{[t]} \text{Diag}(\boldsymbol{\beta}_{[t]}) \overleftarrow{\mathbf{K}_{[t]}} [program
     #   kda_chunk, under claims kda.O, kda.S.regrouped]
     b_W = tl.dot((b_At * tl.trans(b_DB)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2), input_precision=PREC2)
+    tl.store(out_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # U = \widetilde{\mathbf{A}}_{[t]} \text{Diag}(\boldsymbol{\beta}_{[t]}) \mathbf{V}_{[t]} [program kda_chunk, under
     #   claims kda.O, kda.S.regrouped]
     b_U = tl.dot((b_At * tl.trans(b_DB)).to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3)
-    # hs0 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [program kda_chunk,
-    #   under claims kda.O, kda.S.regrouped] (its gate factor, in log space)
-    b_hs0_f = (b_Kr_f + tl.trans(b_gC_log))
-    b_hs0 = (b_K * tl.exp(b_hs0_f))
-
-    tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(out_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            b_At.to(out_At.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
-    tl.store(out_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_U.to(out_U.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    tl.store(out_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_hs0.to(out_hs0.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 
 
 # T and the two flags are runtime values: fewer specialisations, fewer compiles.  The
 # scan carries the state and writes S_[t-1]^C of every chunk to h; the outputs are then
 # computed for all chunks in parallel
 @triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
-def _state_kernel(in_Gamma, in_W, in_U, in_hs0, h, h0, ht, scale, T,
+def _state_kernel(in_Gamma, in_hs0, in_W, in_U, h, h0, ht, scale, T,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -201,12 +200,12 @@ def _state_kernel(in_Gamma, in_W, in_U, in_hs0, h, h0, ht, scale, T,
         tl.store(h + ((boh + i_t) * H + i_h) * K * V + p_s, b_s.to(h.dtype.element_ty), mask=m_s)
         b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
                 mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+        b_hs0 = tl.load(in_hs0 + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
+                & (o_k < K)[None, :], other=0.)
         b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
                 & (o_k < K)[None, :], other=0.)
         b_U = tl.load(in_U + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None]
                 & (o_v < V)[None, :], other=0.)
-        b_hs0 = tl.load(in_hs0 + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
-                & (o_k < K)[None, :], other=0.)
         # gC = \mathbf{\Gamma}_{[t]}^{C}   [program kda_chunk, under claims kda.O, kda.S.regrouped]
         b_gC_log = tl.trans(b_Gamma_log_last)
         # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top [program kda_chunk, under claims
@@ -364,7 +363,7 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, rng, scale, T,
 # the last chunk down; writes delta S_[t]^C of every chunk to dh and the initial state's
 # gradient to dh0.  V-blocked like the state scan.
 @triton.jit(do_not_specialize=["T", "use_dht"])
-def _dstateh_kernel(q, do, in_Gamma, in_W, in_hs0, r_hr0, dh, dht, dh0, scale, T,
+def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T,
                     H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -412,9 +411,9 @@ def _dstateh_kernel(q, do, in_Gamma, in_W, in_hs0, r_hr0, dh, dht, dh0, scale, T
                 mask=(o_k < K)[None, :], other=0.).to(tl.float32)
         b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
                 mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
-                & (o_k < K)[None, :], other=0.)
         b_hs0 = tl.load(in_hs0 + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
+                & (o_k < K)[None, :], other=0.)
+        b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
                 & (o_k < K)[None, :], other=0.)
         # gC = \mathbf{\Gamma}_{[t]}^{C}   [program kda_chunk, under claims kda.O, kda.S.regrouped]
         b_gC_log = tl.trans(b_Gamma_log_last)
@@ -444,7 +443,7 @@ def _dstateh_kernel(q, do, in_Gamma, in_W, in_hs0, r_hr0, dh, dht, dh0, scale, T
 # V block; the kernels after it read them summed over the blocks and never touch a tile
 # with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, in_hs0, r_hr0, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5, w_vr6, h,
+def _dgradv_kernel(v, beta, do, in_hs0, in_At, in_W, in_U, r_hr0, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5, w_vr6, h,
         dh, d_v, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
@@ -488,14 +487,14 @@ def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, in_hs0, r_hr0, w_vr0, w_vr1, 
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
+    b_hs0 = tl.load(in_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
             mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
-    b_hs0 = tl.load(in_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) [program kda_chunk, under claims kda.O, kda.S.regrouped]
     #   (kept as its diagonal)
     b_DB = b_Beta
@@ -647,8 +646,8 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, in_hs0, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, rng,
-        scale, T, NCH,
+def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, rng, scale, T,
+        NCH,
                     H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -713,8 +712,6 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, in_hs0, r_vr0, r_vr1, r_vr2, r_
             mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
             mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
-    b_hs0 = tl.load(in_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     # gC = \mathbf{\Gamma}_{[t]}^{C}   [program kda_chunk, under claims kda.O, kda.S.regrouped]
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
@@ -726,6 +723,9 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, in_hs0, r_vr0, r_vr1, r_vr2, r_
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
     #   gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
+    # hs0 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [program kda_chunk,
+    #   under claims kda.O, kda.S.regrouped] (its gate factor, in log space)
+    b_hs0_f = (b_Kr_f + tl.trans(b_gC_log))
     # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) [program kda_chunk, under claims kda.O, kda.S.regrouped]
     #   (kept as its diagonal)
     b_DB = b_Beta
@@ -769,7 +769,8 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, in_hs0, r_vr0, r_vr1, r_vr2, r_
             * b_K)))
             + tl.where(m_last,
             tl.trans(((b_vr5 * tl.exp(b_gC_log))
-            + tl.sum(tl.trans((b_vr4 * b_hs0)) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))),
+            + tl.sum(tl.trans((b_vr4 * (b_K * tl.exp(b_hs0_f)))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1,
+            keep_dims=True))),
             0.)),
             axis=0, reverse=True)
 
@@ -852,11 +853,11 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, At, W, U, hs0, rng, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, hs0, At, W, U, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     o = empty_like(v)
@@ -864,14 +865,14 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     h0 = initial_state if initial_state is not None else o
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](Gamma, W, U, hs0, h, h0, ht,
+    spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](Gamma, hs0, W, U, h, h0, ht,
             scale, T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
     spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, Gamma, W, U, h, o, rng,
             scale, T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
-        kept = dict(Gamma=Gamma, At=At, W=W, U=U, hs0=hs0, h=h)
+        kept = dict(Gamma=Gamma, hs0=hs0, At=At, W=W, U=U, h=h)
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -893,11 +894,11 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None, seqs=Non
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, At, W, U, hs0, rng, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, hs0, At, W, U, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
@@ -907,7 +908,7 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None, seqs=Non
     spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, rng,
             scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
-    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, do, Gamma, W, hs0, r_hr0, dh,
+    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, do, Gamma, hs0, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
                                                 H=H, HQ=HQ, **sq, use_dht=int(dht is not None),
                                                         **spec["_dstateh_kernel"].kwargs)
@@ -936,27 +937,27 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     if kept is None:
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+        hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-        hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, At, W, U, hs0, rng, scale, T,
+        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, hs0, At, W, U, rng, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
-        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](Gamma, W, U, hs0, h, h0, v,
+        spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](Gamma, hs0, W, U, h, h0, v,
                 scale, T,
                                                   H=H, HQ=HQ, **sq, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
     else:
         h = kept["h"]
         Gamma = kept["Gamma"]
+        hs0 = kept["hs0"]
         At = kept["At"]
         W = kept["W"]
         U = kept["U"]
-        hs0 = kept["hs0"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
@@ -964,7 +965,7 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, rng,
             scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
-    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, do, Gamma, W, hs0, r_hr0, dh,
+    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, do, Gamma, hs0, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
                                                 H=H, HQ=HQ, **sq, use_dht=int(dht is not None),
                                                         **spec["_dstateh_kernel"].kwargs)
@@ -980,7 +981,7 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](v, beta, do, At, W, U, hs0, r_hr0, r_vr0, r_vr1, r_vr2,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](v, beta, do, hs0, At, W, U, r_hr0, r_vr0, r_vr1, r_vr2,
             r_vr3, r_vr4, r_vr5, r_vr6, h, dh, d_v, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     # the chunk states and their gradients are read by the V kernel only: dropped before
@@ -999,8 +1000,8 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
             scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradc_kernel"].kwargs)
     del r_vr3, r_vr6     # read by the C kernel only
-    spec["_dgradkb_kernel"].on(_dgradkb_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, beta, Gamma, At, hs0,
-            r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, rng, scale, T, NCH,
+    spec["_dgradkb_kernel"].on(_dgradkb_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, beta, Gamma, At, r_vr0,
+            r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, rng, scale, T, NCH,
                                                        H=H, HQ=HQ, **sq, **spec["_dgradkb_kernel"].kwargs)
     if H != HQ:
         d_q = d_q.view(B, T, HQ, H // HQ, K).sum(3).to(q.dtype)

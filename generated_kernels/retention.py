@@ -81,10 +81,9 @@ def _intra_kernel(in_gamma_log, out_Gamma, scale, T,
     # Gamma = \text{cumprod}\left(\gamma \mathbf{1}\right) [program retention_chunk, under claims retention.O,
     #   retention.S]
     b_Gamma_log = tl.sum(tl.where(m_incl, tl.trans(b_Gate_log), 0.), axis=1, keep_dims=True)
-    b_Gamma = tl.exp(b_Gamma_log)
-
     tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) + o_t * H,
             tl.reshape(b_Gamma_log, [BT]).to(out_Gamma.dtype.element_ty), mask=m_r)
+    b_Gamma = tl.exp(b_Gamma_log)
 
 
 # T and the two flags are runtime values: fewer specialisations, fewer compiles.  The

@@ -80,15 +80,14 @@ def _intra_kernel(k, w, out_Gc, out_hs0, scale, T,
             & (o_k < K)[None, :], other=0.).to(tl.float32)
     # Gc = \text{cumsum}\left(\mathbf{G}\right)   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_Gc = tl.cumsum(b_G, axis=0)
+    tl.store(out_Gc + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_Gc.to(out_Gc.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gc, 0.), axis=0, keep_dims=True))
     # hs0 = \mathbf{K} \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top - \mathbf{G}^c\right) [program rwkv6_chunk,
     #   under claims rwkv6.O_A, rwkv6.S_stable] (its gate factor, in log space)
     b_hs0_f = ((tl.full((BT, 1), 1.0, tl.float32) * tl.trans(b_gC)) - b_Gc)
     b_hs0 = (b_K * tl.exp(b_hs0_f))
-
-    tl.store(out_Gc + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_Gc.to(out_Gc.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(out_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_hs0.to(out_hs0.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 
@@ -302,7 +301,7 @@ def _dstate_kernel(q, w, do, in_Gc, dh, dht, dh0, scale, T,
 # V block; the kernels after it read them summed over the blocks and never touch a tile
 # with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, w, do, u, in_Gc, in_hs0, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, rng, scale, T, NCH,
+def _dgradv_kernel(q, k, v, w, do, u, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -359,12 +358,13 @@ def _dgradv_kernel(q, k, v, w, do, u, in_Gc, in_hs0, w_vr0, w_vr1, w_vr2, w_vr3,
             other=0.).to(tl.float32)
     b_Gc_last = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
-    b_hs0 = tl.load(in_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
     # Ge = \mathbf{G}^c - \mathbf{G}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_Ge = (b_Gc - b_G)
     # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_gC = tl.trans(b_Gc_last)
+    # hs0 = \mathbf{K} \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top - \mathbf{G}^c\right) [program rwkv6_chunk,
+    #   under claims rwkv6.O_A, rwkv6.S_stable] (its gate factor, in log space)
+    b_hs0_f = ((tl.full((BT, 1), 1.0, tl.float32) * tl.trans(b_gC)) - b_Gc)
     # Ql = \mathbf{Q} \odot \exp\left(\mathbf{G}^e\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     #   (its gate factor, in log space)
     b_Ql_f = b_Ge
@@ -383,7 +383,7 @@ def _dgradv_kernel(q, k, v, w, do, u, in_Gc, in_hs0, w_vr0, w_vr1, w_vr2, w_vr3,
     #   \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top - \mathbf{G}^c\right)) [program rwkv6_chunk, under claims
     #   rwkv6.O_A, rwkv6.S_stable]
     b_S = ((b_s * tl.exp(tl.trans(b_gC)))
-            + tl.dot(tl.trans(b_V).to(DT2).to(CT2), b_hs0.to(DT2).to(CT2), input_precision=GPREC))
+            + tl.dot(tl.trans(b_V).to(DT2).to(CT2), (b_K * tl.exp(b_hs0_f)).to(DT2).to(CT2), input_precision=GPREC))
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim rwkv6.dQl, rwkv6.py §chunk backward]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim rwkv6.dA, rwkv6.py §chunk backward]
@@ -612,11 +612,12 @@ def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size
     spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](v, Gc, hs0, h, h0, ht, scale,
             T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
+    del hs0     # read by the state scan alone
     spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, w, u, Gc, h, o, rng,
             scale, T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
-        kept = dict(Gc=Gc, hs0=hs0, h=h)
+        kept = dict(Gc=Gc, h=h)
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -684,10 +685,10 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
                 scale, T,
                                                   H=H, HQ=HQ, **sq, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
+        del hs0     # read by the state scan alone
     else:
         h = kept["h"]
         Gc = kept["Gc"]
-        hs0 = kept["hs0"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, w, do, Gc, dh,
@@ -704,8 +705,8 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, w, do, u, Gc, hs0, r_vr0, r_vr1, r_vr2, r_vr3,
-            r_vr4, h, dh, d_v, rng, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, w, do, u, Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4,
+            h, dh, d_v, rng, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     # the chunk states and their gradients are read by the V kernel only: dropped before
     # the K side's buffers are allocated (peak memory)

@@ -80,7 +80,6 @@ def _intra_kernel(g, out_Gc, scale, T,
     b_G = tl.load(g + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     # Gc = \text{cumsum}\left(\boldsymbol{g}\right) [program simple_gla_chunk, under claims simple_gla.O, simple_gla.S]
     b_Gc = tl.sum(tl.where(m_incl, tl.trans(b_G), 0.), axis=1, keep_dims=True)
-
     tl.store(out_Gc + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_Gc, [BT]).to(out_Gc.dtype.element_ty),
             mask=m_r)
 

@@ -67,3 +67,35 @@ def test_a_wrong_regrouping_is_refused(monkeypatch):
     v = BY_NAME["kda"]
     with pytest.raises(plan.Refused, match=r"kda\.S\.regrouped"):
         plan.build(v, fresh_derivation(v))
+
+
+def _kernels(name):
+    from chunkproof.codegen import gen
+    p, bwd = planned(name)
+    return p, emit.backward_stages(p, bwd), gen.render_variant(BY_NAME[name])
+
+
+def test_parallel_kernels_read_the_operand_only_where_it_saves_reads():
+    """KDA's gradient V kernel reads hs0 instead of K and the whole log gate; its KB
+    kernel, which reads both for other lines anyway, computes it; the reverse scan
+    (sequential) reads it.  GLA's gradient kernels read K and Gamma anyway: none reads
+    hs0, so it is not kept for the backward and is dropped after the forward's scan."""
+    p, bw, src = _kernels("kda")
+    assert "hs0" in bw.grad_v.reads and "k" not in {ld.arg for ld in bw.grad_v.loads}
+    assert "hs0" not in bw.grad_kb.reads
+    assert "hs0" in bw.reverse_scan.reads
+    assert "kept = dict(" in src and "hs0=hs0" in src
+    p, bw, src = _kernels("gla")
+    assert not any("hs0" in st.reads for st in [bw.reverse, *bw.gradient_kernels()] if st)
+    assert "hs0=hs0" not in src and "del hs0" in src
+
+
+def test_the_intra_kernel_stores_each_tile_once_computed():
+    """KDA's operand is computed from K and the gate's logs and stored before the
+    triangular inverse, so it is dead (no register) through the inverse and the
+    products after it; every boundary tile is stored exactly once."""
+    _, _, src = _kernels("kda")
+    intra = src[src.index("def _intra_kernel"):src.index("def _state_kernel")]
+    assert intra.index("tl.store(out_hs0") < intra.index("_inv_unit_lower(")
+    for w in ("Gamma", "hs0", "At", "W", "U"):
+        assert intra.count(f"tl.store(out_{w} ") == 1
