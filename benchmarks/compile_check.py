@@ -37,7 +37,7 @@ def constexpr_params(fn):
     return [n for n, p in inspect.signature(fn.fn).parameters.items() if p.annotation is tl.constexpr]
 
 
-def signature(fn, launch, mod, dtype, extra=None):
+def signature(fn, launch, mod, dtype, extra=None, spec=None):
     """The kernel's argument types as the module's launch code passes them on the
     benchmarks' inputs (gates fp32, the other tensors in ``dtype``).  A constexpr the
     launch gives (with ``extra``, a pass's: Launch.passes) that the kernel lacks, or the
@@ -65,6 +65,10 @@ def signature(fn, launch, mod, dtype, extra=None):
             sig[name] = "*fp32"
         elif name in tensors:
             sig[name] = tensors[name]
+        elif name.startswith(("in_", "out_")) and tile in getattr(mod, "STORED_TYPES", {}) and spec is not None:
+            # stored in the type its readers round it to (Launches.stored_type)
+            t = spec.stored_type(TORCH_DTYPES[dtype], mod.STORED_TYPES[tile])
+            sig[name] = "*fp32" if t == torch.float32 else ptr
         elif name.startswith(("in_", "out_")):
             sig[name] = "*fp32" if tile in mod.FP32_TILES else ptr
         else:
@@ -135,7 +139,7 @@ def check_variant(v, mod, args):
             name = launch.kernel + ("" if len(passes) == 1 else "[blocked]" if extra["BLOCKED"] else "[rebal.]")
             t0 = time.time()
             try:
-                sig = signature(fn, launch, mod, args.dtype, extra)
+                sig = signature(fn, launch, mod, args.dtype, extra, spec)
                 if args.list:
                     print(f"{v} {name} {describe(launch, extra)}", flush=True)
                     continue

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tempfile
 from typing import Dict, List, Optional, Tuple
 
@@ -78,13 +79,15 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     bw_reads = set().union(*(st.reads for st in [bw.reverse, bw.reverse_pre, bw.reverse_scan]
                              + bw.gradient_kernels() if st)) if bw else set()
     scan_only = [w for w in (intra.writes if intra else []) if w in plan.hoisted and w not in bw_reads]
+    stored_types = _stored_types(plan, [("_state_kernel", state), ("_out_kernel", out)]
+                                 + (_backward_kernels(bw) if bw else []))
     store_kind = {"k": "k", "v": "v", "gate_k": "k", "gate_h": "head", "head": "head"}
     rfunc = fla_api.recurrent_name(v.func)
     names = [a.name for a in v.args] + list(plan.param_arg_names)
     dmap = dict(plan.defs)
     ctx = dict(
         v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, state_stage=state, out_stage=out, bw=bw,
-        scan_only=scan_only, kept_tiles=[w for w in (intra.writes if intra else []) if w not in scan_only],
+        scan_only=scan_only, stored_types=stored_types, kept_tiles=[w for w in (intra.writes if intra else []) if w not in scan_only],
         guarded_any=any(st.guarded for st in parallel if st),
         kind_of={a.name: store_kind[a.kind] for a in v.args},
         grad_outs=[(a.name, store_kind[a.kind]) for a in v.args] if bw else [],
@@ -112,6 +115,32 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     if long:
         raise CodegenError(f"generated_kernels/{v.name}.py: lines {long[:5]} are over {MAX_LINE} bytes")
     return src
+
+
+def _backward_kernels(bw) -> list:
+    """(kernel name, printed stage) of each backward kernel."""
+    names = dict(reverse="_dstate_kernel", reverse_pre="_dstate_pre_kernel", reverse_scan="_dstateh_kernel",
+                 grad_v="_dgradv_kernel", grad_k="_dgradk_kernel", grad_c="_dgradc_kernel", grad_kb="_dgradkb_kernel")
+    return [(k, getattr(bw, f)) for f, k in names.items() if getattr(bw, f)]
+
+
+def _stored_types(plan, stages) -> Dict[str, str]:
+    """The scan's gated operands (Plan.hoisted) every reader of which only multiplies
+    it, rounded to a product type first: name -> the readers' (kernel, type constexpr)
+    list as printed, for Launches.stored_type.  An operand read any other way is left
+    out (stored in fp32)."""
+    out = {}
+    for h in sorted(plan.hoisted):
+        readers, other = set(), False
+        for kernel, st in stages:
+            if h not in st.reads:
+                continue
+            for ln in st.lines:
+                readers |= {(kernel, m) for m in re.findall(rf"\bb_{h}\.to\((DT\d?)\)", ln.code)}
+                other |= bool(re.search(rf"\bb_{h}\b(?!\.to\(DT\d?\))", ln.code))
+        if readers and not other:
+            out[h] = repr(sorted(readers))
+    return out
 
 
 def _picked(v: Variant, plan, check):
@@ -176,6 +205,9 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
             more = f", {nb} named backward claims{left}" if nb else ", the backward claims it picks"
             progress(f"checking claims {v.out_claim}, {v.state_claim}{more} and printing {v.name}.py")
         plan = load_variant(v)
+        if progress and plan.claims["S"].id != v.state_claim:
+            progress(f"{v.name}: the state scan reads {', '.join(sorted(plan.hoisted))} from the intra kernel, "
+                     f"printed from {plan.claims['S'].id} (checked: exact)")
         rec = precision.read_record(out_dir, v.name)
         choice = precision.Choice.from_dict(rec["choice"]) if rec else precision.Choice.cheapest()
         src = render_variant(precision.apply(v, choice), plan=plan, env=env)     # checks the claims once

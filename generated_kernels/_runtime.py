@@ -398,6 +398,17 @@ class Launches:
     def __getitem__(self, kernel):
         return self.kernels[kernel]
 
+    def stored_type(self, dtype, readers):
+        """The dtype of a tile written by one kernel for others that only multiply it:
+        ``readers`` are (kernel, its product-type constexpr) for every product that reads
+        it.  The input dtype where each rounds it to that dtype anyway (the stored tile
+        is then bit for bit what they multiplied before), else fp32; fp32 with no readers
+        named (a reader that does more than multiply it)."""
+        rounded = {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16}.get(dtype)
+        keep = readers and all(self.kernels[k].constexprs[slot] == rounded for k, slot in readers
+                               if k in self.kernels)
+        return dtype if keep and rounded is not None else torch.float32
+
 
 # (function, dtype, device, K, V, the gradient V block asked for, the tiling in force) ->
 # the widest V block whose gradient kernels fit the GPU, where a launch at a wider one did

@@ -44,7 +44,10 @@ PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '
 RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False),
         ('a', 'a', '', '', False), ('b', 'b', '', '', False), ('gk', 'gk', '', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["E", "Gamma", "hs0", "hs1"]
+FP32_TILES = ["E", "Gamma"]
+# tiles stored in the type their products round them to (Launches.stored_type): name ->
+# every (kernel, product-type constexpr) that reads it
+STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')], "hs1": [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -957,8 +960,11 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    hs1 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    # the products that read hs0 round it to their type: it is stored in that type
+    hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
+    # the products that read hs1 round it to their type: it is stored in that type
+    hs1 = torch.empty(B, T, H, K,
+            dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]), device=q.device)
     E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
@@ -1000,8 +1006,11 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None, seqs=No
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    hs1 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    # the products that read hs0 round it to their type: it is stored in that type
+    hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
+    # the products that read hs1 round it to their type: it is stored in that type
+    hs1 = torch.empty(B, T, H, K,
+            dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]), device=q.device)
     E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
@@ -1044,8 +1053,12 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     if kept is None:
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-        hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-        hs1 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+        # the products that read hs0 round it to their type: it is stored in that type
+        hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
+        # the products that read hs1 round it to their type: it is stored in that type
+        hs1 = torch.empty(B, T, H, K,
+                dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]),
+                device=q.device)
         E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)

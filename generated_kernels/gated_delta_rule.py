@@ -61,6 +61,9 @@ RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 
         ('gv', None, '', 'a log decay of the value dimension', False), ('beta', 'beta', 'ones', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["At", "Gamma"]
+# tiles stored in the type their products round them to (Launches.stored_type): name ->
+# every (kernel, product-type constexpr) that reads it
+STORED_TYPES = {}
 
 
 @triton.jit(do_not_specialize=["T"])

@@ -64,7 +64,10 @@ RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 
         ('g', 'g', '', '', False), ('beta', 'beta', '', '', False), ('A_log', None, 'keyword', '', False),
         ('dt_bias', None, 'keyword', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["At", "Gamma", "hs0"]
+FP32_TILES = ["At", "Gamma"]
+# tiles stored in the type their products round them to (Launches.stored_type): name ->
+# every (kernel, product-type constexpr) that reads it
+STORED_TYPES = {"hs0": [('_dgradv_kernel', 'DT2'), ('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -853,7 +856,11 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    # the products that read hs0 round it to their type: it is stored in that type
+    hs0 = torch.empty(B, T, H, K,
+            dtype=spec.stored_type(q.dtype,
+            [('_dgradv_kernel', 'DT2'), ('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]),
+            device=q.device)
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
@@ -894,7 +901,11 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None, seqs=Non
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    # the products that read hs0 round it to their type: it is stored in that type
+    hs0 = torch.empty(B, T, H, K,
+            dtype=spec.stored_type(q.dtype,
+            [('_dgradv_kernel', 'DT2'), ('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]),
+            device=q.device)
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
@@ -937,7 +948,11 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     if kept is None:
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-        hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+        # the products that read hs0 round it to their type: it is stored in that type
+        hs0 = torch.empty(B, T, H, K,
+                dtype=spec.stored_type(q.dtype,
+                [('_dgradv_kernel', 'DT2'), ('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]),
+                device=q.device)
         At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)

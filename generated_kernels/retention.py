@@ -42,6 +42,9 @@ PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '
 RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["Gamma", "gamma_log"]
+# tiles stored in the type their products round them to (Launches.stored_type): name ->
+# every (kernel, product-type constexpr) that reads it
+STORED_TYPES = {}
 
 
 @triton.jit(do_not_specialize=["T"])

@@ -40,7 +40,10 @@ PARAMS = (('r', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '
 RECURRENT_PARAMS = (('r', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False),
         ('w', 'w', '', '', False), ('u', 'u', '', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["Gc", "hs0"]
+FP32_TILES = ["Gc"]
+# tiles stored in the type their products round them to (Launches.stored_type): name ->
+# every (kernel, product-type constexpr) that reads it
+STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')]}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -600,7 +603,8 @@ def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    # the products that read hs0 round it to their type: it is stored in that type
+    hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
     spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, w, Gc, hs0, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
@@ -639,7 +643,8 @@ def _backward_states(q, k, v, w, u, do, dht, scale, chunk_size=None, seqs=None):
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    # the products that read hs0 round it to their type: it is stored in that type
+    hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
     spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, w, Gc, hs0, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
@@ -674,7 +679,8 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     if kept is None:
         Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-        hs0 = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+        # the products that read hs0 round it to their type: it is stored in that type
+        hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
         spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, w, Gc, hs0, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 

@@ -44,6 +44,9 @@ RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 
         ('g', 'g', 'zeros', '', False), ('g_gamma', 'g', 'zeros', 'a fixed log decay per head instead of g', True))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
 FP32_TILES = ["Gc"]
+# tiles stored in the type their products round them to (Launches.stored_type): name ->
+# every (kernel, product-type constexpr) that reads it
+STORED_TYPES = {}
 
 
 @triton.jit(do_not_specialize=["T"])

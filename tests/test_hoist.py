@@ -99,3 +99,36 @@ def test_the_intra_kernel_stores_each_tile_once_computed():
     assert intra.index("tl.store(out_hs0") < intra.index("_inv_unit_lower(")
     for w in ("Gamma", "hs0", "At", "W", "U"):
         assert intra.count(f"tl.store(out_{w} ") == 1
+
+
+def test_gen_says_what_the_scan_is_printed_from():
+    from chunkproof.codegen import gen
+    said = []
+    gen.render_all([BY_NAME["kda"]], progress=said.append)
+    assert any("reads hs0 from the intra kernel, printed from kda.S.regrouped (checked: exact)" in m for m in said)
+    said.clear()
+    gen.render_all([BY_NAME["gated_delta_rule"]], progress=said.append)
+    assert not any("intra kernel, printed from" in m for m in said)
+
+
+def test_the_operand_is_stored_in_the_type_its_products_round_it_to():
+    """GLA's scan multiplies hs0 by V (an input) in DT3: bf16 at bf16 inputs and its
+    planned types, so hs0 is stored in bf16 (what the scan multiplied before, bit for
+    bit); KDA's is multiplied by a computed tile at tf32 (DT2 fp32): fp32.  Any fp32
+    reader, or fp16/fp32 inputs, keep it in fp32."""
+    import importlib
+    import torch
+    gla = importlib.import_module("chunkproof.kernels.gla")
+    kda = importlib.import_module("chunkproof.kernels.kda")
+    cuda = torch.device("cuda")
+    spec = gla.launch_specs(torch.bfloat16, cuda, 128, 128)
+    assert gla.STORED_TYPES == {"hs0": [("_state_kernel", "DT3")]}
+    assert spec.stored_type(torch.bfloat16, gla.STORED_TYPES["hs0"]) == torch.bfloat16
+    assert gla.launch_specs(torch.float16, cuda, 128, 128).stored_type(torch.float16, gla.STORED_TYPES["hs0"]) \
+        == torch.float32
+    assert gla.launch_specs(torch.float32, cuda, 128, 128).stored_type(torch.float32, gla.STORED_TYPES["hs0"]) \
+        == torch.float32
+    assert spec.stored_type(torch.bfloat16, [("_state_kernel", "DT2")]) == torch.float32
+    assert spec.stored_type(torch.bfloat16, []) == torch.float32
+    kspec = kda.launch_specs(torch.bfloat16, cuda, 128, 128)
+    assert kspec.stored_type(torch.bfloat16, kda.STORED_TYPES["hs0"]) == torch.float32
