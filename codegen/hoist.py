@@ -60,7 +60,7 @@ def _reads(e: ir.Expr, dmap: Dict[str, ir.Expr], stop: Set[str]) -> Set[str]:
 @dataclasses.dataclass
 class Hoisted:
     rhs: ir.Expr                           # the state's right-hand side, operands named
-    defs: List[Tuple[str, ir.Expr]]        # the named operands (their expressions)
+    defs: List[Tuple[str, ir.Expr]]        # the operands (their expressions; a program's own keeps its name)
     claim: Optional[Claim]                 # the regrouped claim, when the grouping changed
 
 
@@ -83,14 +83,15 @@ def hoist(rhs: ir.Expr, claim: Claim, dmap: Dict[str, ir.Expr], stored: Set[str]
         if isinstance(e, ir.MatMul):
             parts = []
             for x in (e.a, e.b):
-                if worth(x):
+                if worth(x) and isinstance(x, ir.Var):     # a definition of the program: its name
+                    found.setdefault(x, x.name)
+                    parts.append(x)
+                elif worth(x):
                     if x not in found:
                         i = len(found)
-                        name = next(f"hs{j}" for j in range(i, i + 100) if not taken(f"hs{j}"))
-                        found[x] = name
-                    tex = x.tex if isinstance(x, ir.Var) else "(" + to_latex(x) + ")"
+                        found[x] = next(f"hs{j}" for j in range(i, i + 100) if not taken(f"hs{j}"))
                     rows, cols = x.shape()
-                    parts.append(ir.Var(found[x], rows, cols, tex))
+                    parts.append(ir.Var(found[x], rows, cols, "(" + to_latex(x) + ")"))
                 else:
                     parts.append(sub(x))
             return ir.MatMul(*parts)
@@ -102,4 +103,4 @@ def hoist(rhs: ir.Expr, claim: Claim, dmap: Dict[str, ir.Expr], stored: Set[str]
     if body != rhs:
         regrouped = dataclasses.replace(claim, id=f"{claim.id}.regrouped", rhs=body,
                                         latex=f"{claim.latex}  (regrouped: {to_latex(body)})")
-    return Hoisted(named, [(n, x) for x, n in found.items()], regrouped)
+    return Hoisted(named, [(n, dmap[n] if isinstance(x, ir.Var) else x) for x, n in found.items()], regrouped)

@@ -223,7 +223,8 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
         defs[at] = (prog.state, moved.rhs)
         for n, e in moved.defs:     # right after what it reads: the intra kernel stores it early
             names = [m for m, _ in defs]
-            defs.insert(max([names.index(m) for m in var_names(e) if m in names], default=-1) + 1, (n, e))
+            if n not in names:
+                defs.insert(max([names.index(m) for m in var_names(e) if m in names], default=-1) + 1, (n, e))
         plan.defs = defs
         dmap = dict(defs)
         plan.hoisted = {n for n, _ in moved.defs}

@@ -1,6 +1,8 @@
 """The state scan's gated operands are computed by the intra kernel (codegen/hoist.py):
 which variants, what the scan then reads, and that a regrouping is checked before a
 kernel is printed from it."""
+import os
+
 import pytest
 
 from chunkproof.codegen import emit, hoist, plan
@@ -132,3 +134,21 @@ def test_the_operand_is_stored_in_the_type_its_products_round_it_to():
     assert spec.stored_type(torch.bfloat16, []) == torch.float32
     kspec = kda.launch_specs(torch.bfloat16, cuda, 128, 128)
     assert kspec.stored_type(torch.bfloat16, kda.STORED_TYPES["hs0"]) == torch.float32
+
+
+def test_a_users_named_operand_keeps_its_name(tmp_path):
+    """derivations/examples/gla_log.py defines the scan's operand itself (K^d, a program
+    definition): with a kernel declared, that definition is the boundary tile, by its
+    own name, and its state claim is printed as written (no regrouping)."""
+    from chunkproof.codegen import gen
+    import chunkproof.derivations.examples as examples
+    src = open(os.path.join(os.path.dirname(examples.__file__), "gla_log.py")).read()
+    src += ('\nfrom chunkproof.derivations.kernel import kernel\n'
+            'kernel(D, "chunk_my_gla_log", P, outputs="gla_log.O", state="gla_log.S", args=dict(q=Q, k=K, v=V, g=G))\n')
+    path = tmp_path / "gla_user.py"
+    path.write_text(src)
+    (v,) = gen.user_variants(str(path))
+    p = plan.load_variant(v)
+    assert p.hoisted == {"Kd"} and "Kd" in p.boundary
+    assert not any(n.startswith("hs") for n, _ in p.defs)
+    assert p.claims["S"].id == "gla_log.S"
