@@ -7,9 +7,10 @@
 # process; default all seven, comma-separated); TESTS_S=0 skips (1); (3) `chunkproof
 # bench --mode both` at SHAPES (default 4x4096x16x128) for VARIANTS (default "kda dplr_delta_rule gated_delta_rule") in what
 # is left of LIMIT (default 575).  Triton's cache from .tcache/ is restored first
-# (benchmarks/tcache.sh).  Writes under $OUT: setup.log, pytest_gpu.txt, fla_layers.md,
-# fla_layers.json, latest.json, bench.md, bench.log, tcache.part*, autotune.tar
-# (benchmarks/tcache.sh says where each goes).  Needs .whl/ with fla_core,
+# (benchmarks/tcache.sh).  Writes under $OUT: fla_layers.md, bench.md, text.tar (setup.log,
+# pytest_gpu.txt, fla_layers.json, fla_layers.log, latest.json, bench.log), tcache.part*,
+# autotune.tar (benchmarks/tcache.sh says where each goes): 8 files at most with up to four
+# pieces of the cache.  Needs .whl/ with fla_core,
 # flash_linear_attention (the layers), einops and packaging wheels.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,14 @@ T0=$SECONDS
 LIMIT="${LIMIT:-575}"
 . benchmarks/tcache.sh
 tcache_restore > "$OUT/bench.log" 2>&1
-trap 'tcache_pack "$OUT"' EXIT
+# the device tool brings back 8 files at most: the two tables stay as they are, every
+# other text file goes into text.tar (tar -xf text.tar), then the cache's pieces
+pack_text() {
+    ( cd "$OUT" && shopt -s nullglob && files=(setup.log pytest_gpu.txt fla_layers.json fla_layers.log latest.json bench.log)
+      have=(); for f in "${files[@]}"; do [ -f "$f" ] && have+=("$f"); done
+      [ ${#have[@]} -eq 0 ] || { tar -cf text.tar "${have[@]}" && rm -f "${have[@]}"; } )
+}
+trap 'pack_text; tcache_pack "$OUT"' EXIT
 
 if [ "${TESTS_S:-130}" -gt 0 ]; then
     k="${TEST_K:-simple_gla or rwkv6 or gated_delta_rule}"
