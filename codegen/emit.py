@@ -318,8 +318,17 @@ class BackwardStages:
     grad_c: Optional[Stage]
     grad_kb: Optional[Stage]
 
+    # each stage's kernel, as the templates name it
+    KERNELS = dict(reverse="_dstate_kernel", reverse_pre="_dstate_pre_kernel", reverse_scan="_dstateh_kernel",
+                   grad_v="_dgradv_kernel", grad_k="_dgradk_kernel", grad_c="_dgradc_kernel",
+                   grad_kb="_dgradkb_kernel")
+
     def gradient_kernels(self) -> List[Stage]:
         return [s for s in (self.grad_v, self.grad_k, self.grad_c, self.grad_kb) if s]
+
+    def kernels(self) -> List[tuple]:
+        """(kernel name, stage) of every kernel printed, in launch order."""
+        return [(k, getattr(self, f)) for f, k in self.KERNELS.items() if getattr(self, f)]
 
     def freed_after(self) -> Dict[str, List[str]]:
         """Per stage, the host buffers of passed tiles (r_<name>) that no later kernel
@@ -339,17 +348,11 @@ def _computing_hoisted(kp: KernelPlan) -> KernelPlan:
     their definitions join the stage's, the tiles those read from memory its reads."""
     plan = kp.plan
     dmap = dict(plan.defs)
-    stored = set(plan.boundary) - plan.hoisted
     want = [r for r in kp.reads if r in plan.hoisted]
-    extra, reads = set(want), set()
-    todo = list(want)
-    while todo:
-        for m in var_names(dmap[todo.pop()]):
-            if m in stored:
-                reads.add(m)
-            elif m in dmap and m not in extra and m not in kp.computes:
-                extra.add(m)
-                todo.append(m)
+    unstored = dataclasses.replace(plan, boundary=[n for n in plan.boundary if n not in plan.hoisted])
+    fwd, _, reads = backward._collect(unstored, {}, [dmap[r] for r in want], "the scan's gated operands",
+                                      allow_state=False)
+    extra = set(want) | set(fwd)
     order = [n for n, _ in plan.defs]
     computes = [n for n in order if n in extra or n in kp.computes]
     computes += [n for n in kp.computes if n not in computes]

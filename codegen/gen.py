@@ -75,19 +75,19 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         raise CodegenError(f"variant {v.name}: a state scan prints a vector-gated intra-chunk product "
                            f"(the runtime's _masked_ forms); only the per-chunk kernels may")
     parallel = [intra, out] + ([bw.reverse_pre] + bw.gradient_kernels() if bw else [])
+    bw_kernels = bw.kernels() if bw else []
     # the scan's gated operands no backward kernel reads are not kept for the backward
-    bw_reads = set().union(*(st.reads for st in [bw.reverse, bw.reverse_pre, bw.reverse_scan]
-                             + bw.gradient_kernels() if st)) if bw else set()
-    scan_only = [w for w in (intra.writes if intra else []) if w in plan.hoisted and w not in bw_reads]
-    stored_types = _stored_types(plan, [("_state_kernel", state), ("_out_kernel", out)]
-                                 + (_backward_kernels(bw) if bw else []))
+    bw_reads = set().union(*(st.reads for _, st in bw_kernels))
+    writes = intra.writes if intra else []
+    scan_only = [w for w in writes if w in plan.hoisted and w not in bw_reads]
+    stored_types = _stored_types(plan, [("_state_kernel", state), ("_out_kernel", out)] + bw_kernels)
     store_kind = {"k": "k", "v": "v", "gate_k": "k", "gate_h": "head", "head": "head"}
     rfunc = fla_api.recurrent_name(v.func)
     names = [a.name for a in v.args] + list(plan.param_arg_names)
     dmap = dict(plan.defs)
     ctx = dict(
         v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, state_stage=state, out_stage=out, bw=bw,
-        scan_only=scan_only, stored_types=stored_types, kept_tiles=[w for w in (intra.writes if intra else []) if w not in scan_only],
+        scan_only=scan_only, stored_types=stored_types, kept_tiles=[w for w in writes if w not in scan_only],
         guarded_any=any(st.guarded for st in parallel if st),
         kind_of={a.name: store_kind[a.kind] for a in v.args},
         grad_outs=[(a.name, store_kind[a.kind]) for a in v.args] if bw else [],
@@ -115,13 +115,6 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     if long:
         raise CodegenError(f"generated_kernels/{v.name}.py: lines {long[:5]} are over {MAX_LINE} bytes")
     return src
-
-
-def _backward_kernels(bw) -> list:
-    """(kernel name, printed stage) of each backward kernel."""
-    names = dict(reverse="_dstate_kernel", reverse_pre="_dstate_pre_kernel", reverse_scan="_dstateh_kernel",
-                 grad_v="_dgradv_kernel", grad_k="_dgradk_kernel", grad_c="_dgradc_kernel", grad_kb="_dgradkb_kernel")
-    return [(k, getattr(bw, f)) for f, k in names.items() if getattr(bw, f)]
 
 
 def _stored_types(plan, stages) -> Dict[str, str]:
