@@ -202,14 +202,21 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
             progress(f"{v.name}: the state scan reads {', '.join(sorted(plan.hoisted))} from the intra kernel, "
                      f"printed from {plan.claims['S'].id} (checked: exact)")
         rec = precision.read_record(out_dir, v.name)
+        why = "measured on other kernel code" if rec else "none yet"
         choice = precision.Choice.from_dict(rec["choice"]) if rec else precision.Choice.cheapest()
+        if choice.lines or choice.mixed:
+            # a changed derivation may no longer print a line the record names: the
+            # record is then stale, not an error of the user's variant
+            lines, mixable = candidate_lines(v, plan)
+            if not (set(choice.lines) <= set(lines) and set(choice.mixed) <= set(mixable)):
+                rec, choice = None, precision.Choice.cheapest()
+                why = "names lines the gradient kernels no longer compute"
         src = render_variant(precision.apply(v, choice), plan=plan, env=env)     # checks the claims once
         if not precision.fresh(rec, src, runtime):
             if measure is None:
                 stale_names.append(v.name)
                 continue
             precision.require_interpreter()
-            why = "measured on other kernel code" if rec else "none yet"
             if progress:
                 progress(f"planning the product precision of {v.name} (its record: {why}; codegen/precision.py)")
             lines, mixable = candidate_lines(v, plan)

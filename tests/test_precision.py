@@ -63,6 +63,19 @@ def test_a_record_measured_on_other_code_is_stale(tmp_path):
         gen.render_all([v], out_dir=str(out))
 
 
+def test_a_record_naming_lines_the_kernel_no_longer_prints_is_stale(tmp_path):
+    # a derivation changed under its record (RWKV-6's dw lost the S line its record had
+    # as precise): the record is stale, not an error about the user's variant
+    v = next(v for v in VARIANTS if v.name == "delta_rule")
+    out = tmp_path / "k"
+    out.mkdir()
+    rec = precision.read_record(gen.OUT_DIR, v.name)
+    rec["choice"]["precise_lines"] = ["no_such_line"]
+    (out / precision.RECORD.format(v.name)).write_text(json.dumps(rec))
+    with pytest.raises(gen.StalePrecision, match="delta_rule"):
+        gen.render_all([v], out_dir=str(out))
+
+
 def test_a_broken_record_is_named(tmp_path):
     (tmp_path / precision.RECORD.format("delta_rule")).write_text("{not json")
     with pytest.raises(precision.CodegenError, match="not a precision record"):
