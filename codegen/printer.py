@@ -380,6 +380,11 @@ class TritonPrinter(Visitor):
             return f"({self._diag(a.a)} {'+' if isinstance(a, ir.Add) else '-'} {self._diag(a.b)})"
         if isinstance(a, ir.Neg):
             return f"(-{self._diag(a.a)})"
+        if isinstance(a, ir.MatMul) and isinstance(a.a, ir.Transpose):
+            # diag(X^T Y): column sums of X . Y, with no C x D tile transposed (each
+            # transpose is a trip through shared memory)
+            x, y = self.code(a.a.a), self.code(a.b)
+            return f"tl.trans(tl.sum({x} * {y}, axis=0, keep_dims=True))"
         if isinstance(a, ir.MatMul):
             x, y = self.code(a.a), self.code(a.b)
             return f"tl.sum({x} * {_t(y)}, axis=1, keep_dims=True)"
@@ -468,6 +473,11 @@ class TritonPrinter(Visitor):
             bc = f"({b.code} * tl.exp({b.fac} + {_t(mid)}))"
         else:
             ac, bc = self.dense(a), self.dense(b)
+            if shape[1] == "1" and isinstance(e.a, ir.Transpose) and inner != "1":
+                # X^T y: column sums of X . y, with no C x D tile transposed (each
+                # transpose is a trip through shared memory)
+                x = self.dense(self.p(e.a.a))
+                return Val(f"tl.trans(tl.sum({x} * {bc}, axis=0, keep_dims=True))", shape)
         if inner == "1":                       # outer product
             return Val(f"({ac} * {bc})", shape)
         if shape[1] == "1":                    # matrix times column

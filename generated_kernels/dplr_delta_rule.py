@@ -601,7 +601,7 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, r_hr0, w_v
     b_vr7 = tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
     # vr8 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^C\right) [claim
     #   dplr.fla.dlogalpha.grouped, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_vr8 = tl.sum(tl.trans(b_s) * tl.trans(b_ds), axis=1, keep_dims=True)
+    b_vr8 = tl.trans(tl.sum(b_s * b_ds, axis=0, keep_dims=True))
     # g_v = \delta \mathbf{V}_{[t],1} - \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top
     #   \odot \mathbf{M}_{-1}\right)^\top \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} [claim dplr.fla.dV,
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
@@ -870,8 +870,8 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, 
     b_g_gk = (tl.cumsum(((((((b_dQ * b_Q) - (b_dK * b_K)) - (b_dB * b_B)) + (b_dA * b_A))
             + tl.where(m_last,
             tl.trans(((b_vr8 * tl.exp(b_gC_log))
-            + tl.sum(tl.trans(((b_vr4 * (b_K * tl.exp(b_hs0_f))) + (b_vr7 * (b_B * tl.exp(b_hs1_f)))))
-            * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))),
+            + tl.trans(tl.sum(((b_vr4 * (b_K * tl.exp(b_hs0_f))) + (b_vr7 * (b_B * tl.exp(b_hs1_f))))
+            * tl.full((BT, 1), 1.0, tl.float32), axis=0, keep_dims=True)))),
             0.))
             - (b_dA * b_A)),
             axis=0, reverse=True)

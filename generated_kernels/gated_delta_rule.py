@@ -681,16 +681,16 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr2, r_vr3, r_vr5, r_vr
             * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC)
             * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.)))
             * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))
-            - tl.sum(tl.trans(((tl.where(m_incl, b_vr1, 0.)
+            - tl.trans(tl.sum(((tl.where(m_incl, b_vr1, 0.)
             * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3)
             * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.))
             + (tl.where(m_strict, (b_Beta * b_dXt), 0.)
             * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC)
-            * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))))
-            * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))
+            * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.)))
+            * tl.full((BT, 1), 1.0, tl.float32), axis=0, keep_dims=True)))
             + tl.where(m_last,
             tl.trans(((b_vr7 * tl.exp(b_gC_log))
-            + tl.sum(tl.trans(tl.full((BT, 1), 1.0, tl.float32)) * tl.trans(b_vr6), axis=1, keep_dims=True))),
+            + tl.trans(tl.sum(tl.full((BT, 1), 1.0, tl.float32) * b_vr6, axis=0, keep_dims=True)))),
             0.))),
             0.),
             axis=1, keep_dims=True)

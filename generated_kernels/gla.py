@@ -377,7 +377,7 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, 
     b_vr3 = tl.dot(b_V.to(DT).to(CT), tl.trans(b_dO).to(DT).to(CT), input_precision=PREC)
     # vr4 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right) [claim
     #   gla.bwd.dlogalpha_grouped, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播]
-    b_vr4 = tl.sum(tl.trans(b_s) * tl.trans(b_ds), axis=1, keep_dims=True)
+    b_vr4 = tl.trans(tl.sum(b_s * b_ds, axis=0, keep_dims=True))
     # g_v = (\overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)) {\delta
     #   \mathbf{S}_{[t]}^{C}}^\top + \left(\overrightarrow{\mathbf{K}_{[t]}} \overleftarrow{\mathbf{Q}_{[t]}}^\top \odot
     #   \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]} [claim gla.dV, 003_c008d497ea0f70e6.txt §6.3
@@ -492,8 +492,8 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, 
     b_g_g = tl.cumsum((((b_dQ * b_Q) - (b_dK * b_K))
             + tl.where(m_last,
             tl.trans(((b_vr4 * tl.exp(b_gC_log))
-            + tl.sum(tl.trans((b_vr2 * (b_K * tl.exp(b_hs0_f)))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1,
-            keep_dims=True))),
+            + tl.trans(tl.sum((b_vr2 * (b_K * tl.exp(b_hs0_f))) * tl.full((BT, 1), 1.0, tl.float32), axis=0,
+            keep_dims=True)))),
             0.)),
             axis=0, reverse=True)
 

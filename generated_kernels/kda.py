@@ -526,7 +526,7 @@ def _dgradv_kernel(v, beta, do, in_hs0, in_At, in_W, in_U, r_hr0, w_vr0, w_vr1, 
     b_vr4 = tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
     # vr5 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right) [claim
     #   kda.dlogAlpha_grouped, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
-    b_vr5 = tl.sum(tl.trans(b_s) * tl.trans(b_ds), axis=1, keep_dims=True)
+    b_vr5 = tl.trans(tl.sum(b_s * b_ds, axis=0, keep_dims=True))
     # vr6 = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)
     #   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
     b_vr6 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
@@ -772,8 +772,8 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
             * b_K)))
             + tl.where(m_last,
             tl.trans(((b_vr5 * tl.exp(b_gC_log))
-            + tl.sum(tl.trans((b_vr4 * (b_K * tl.exp(b_hs0_f)))) * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1,
-            keep_dims=True))),
+            + tl.trans(tl.sum((b_vr4 * (b_K * tl.exp(b_hs0_f))) * tl.full((BT, 1), 1.0, tl.float32), axis=0,
+            keep_dims=True)))),
             0.)),
             axis=0, reverse=True)
 

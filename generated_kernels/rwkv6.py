@@ -365,9 +365,6 @@ def _dgradv_kernel(q, k, v, w, do, u, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, 
     b_Ge = (b_Gc - b_G)
     # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_gC = tl.trans(b_Gc_last)
-    # hs0 = \mathbf{K} \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top - \mathbf{G}^c\right) [program rwkv6_chunk,
-    #   under claims rwkv6.O_A, rwkv6.S_stable] (its gate factor, in log space)
-    b_hs0_f = ((tl.full((BT, 1), 1.0, tl.float32) * tl.trans(b_gC)) - b_Gc)
     # Ql = \mathbf{Q} \odot \exp\left(\mathbf{G}^e\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     #   (its gate factor, in log space)
     b_Ql_f = b_Ge
@@ -382,11 +379,6 @@ def _dgradv_kernel(q, k, v, w, do, u, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, 
     b_Aqk = (_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2, PREC2,
             rng_c, BLOCKED)
             + tl.where(m_eye, b_Bu, 0.))
-    # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\exp\left(\boldsymbol{g}^C\right)\right) + \mathbf{V}^\top (\mathbf{K}
-    #   \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top - \mathbf{G}^c\right)) [program rwkv6_chunk, under claims
-    #   rwkv6.O_A, rwkv6.S_stable]
-    b_S = ((b_s * tl.exp(tl.trans(b_gC)))
-            + tl.dot(tl.trans(b_V).to(DT2).to(CT2), (b_K * tl.exp(b_hs0_f)).to(DT2).to(CT2), input_precision=GPREC))
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim rwkv6.dQl, rwkv6.py §chunk backward]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim rwkv6.dA, rwkv6.py §chunk backward]
@@ -395,10 +387,10 @@ def _dgradv_kernel(q, k, v, w, do, u, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, 
     #   backward]
     b_vr2 = tl.sum((b_dO.to(tl.float32) * b_V) * tl.trans(tl.full((BV, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
     # vr3 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim rwkv6.dKr, rwkv6.py §chunk backward]
-    b_vr3 = tl.dot(b_V.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=GPREC)
-    # vr4 = \text{diag}\left(\mathbf{S}_{[t]}^\top \delta \mathbf{S}_{[t]}\right) [claim rwkv6.dw_qk, rwkv6.py §input
-    #   gradients]
-    b_vr4 = tl.sum(tl.trans(b_S) * tl.trans(b_ds), axis=1, keep_dims=True)
+    b_vr3 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
+    # vr4 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}\right) [claim rwkv6.dw_qk_prev,
+    #   rwkv6.py §input gradients]
+    b_vr4 = tl.trans(tl.sum(b_s * b_ds, axis=0, keep_dims=True))
     # g_v = \overrightarrow{\mathbf{K}} \text{Diag}\left(\exp\left(\boldsymbol{g}^C\right)\right) \delta
     #   \mathbf{S}_{[t]}^\top + \mathbf{A}^\top \delta \mathbf{O}_{[t]} [claim rwkv6.dV, rwkv6.py §input gradients]
     b_g_v = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2),
@@ -483,6 +475,9 @@ def _dgradk_kernel(q, k, w, u, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_
     b_Ge = (b_Gc - b_G)
     # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_gC = tl.trans(b_Gc_last)
+    # hs0 = \mathbf{K} \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top - \mathbf{G}^c\right) [program rwkv6_chunk,
+    #   under claims rwkv6.O_A, rwkv6.S_stable] (its gate factor, in log space)
+    b_hs0_f = ((tl.full((BT, 1), 1.0, tl.float32) * tl.trans(b_gC)) - b_Gc)
     # Ql = \mathbf{Q} \odot \exp\left(\mathbf{G}^e\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     #   (its gate factor, in log space)
     b_Ql_f = b_Ge
@@ -515,16 +510,23 @@ def _dgradk_kernel(q, k, w, u, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_
     #   gradients]
     b_g_k = b_dK
     # g_w = \text{suffix\_sum}_{row}\left(\mathbf{Q} \odot \delta \mathbf{Q} - \mathbf{K} \odot \delta \mathbf{K} +
-    #   \left[0,\dots,0,(\text{diag}\left(\mathbf{S}_{[t]}^\top \delta \mathbf{S}_{[t]}\right))\right]^\top\right) -
-    #   \overleftarrow{\mathbf{Q}} \odot \delta \overleftarrow{\mathbf{Q}} [claim rwkv6.dw_qk, rwkv6.py §input
+    #   \left[0,\dots,0,\exp\left(\boldsymbol{g}^C\right) \odot (\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta
+    #   \mathbf{S}_{[t]}\right)) + \text{diag}\left({(\mathbf{K} \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top -
+    #   \mathbf{G}^c\right))}^\top (\mathbf{V} \delta \mathbf{S}_{[t]})\right)\right]^\top\right) -
+    #   \overleftarrow{\mathbf{Q}} \odot \delta \overleftarrow{\mathbf{Q}} [claim rwkv6.dw_qk_prev, rwkv6.py §input
     #   gradients]
-    b_g_w = (tl.cumsum((((b_Q * b_dQ) - (b_K * b_dK)) + tl.where(m_last, tl.trans(b_vr4), 0.)), axis=0, reverse=True)
+    b_g_w = (tl.cumsum((((b_Q * b_dQ) - (b_K * b_dK))
+            + tl.where(m_last,
+            tl.trans(((b_vr4 * tl.exp(b_gC))
+            + tl.trans(tl.sum((b_K * tl.exp(b_hs0_f)) * b_vr3, axis=0, keep_dims=True)))),
+            0.)),
+            axis=0, reverse=True)
             - (b_Q
             * ((b_vr0 * tl.exp(b_Ql_f))
             + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ql_f, 1, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))))
     # g_u = \left(\mathbf{Q} \odot \mathbf{K}\right)^\top \delta \boldsymbol{b}^u [claim rwkv6.du_chunk, rwkv6.py
     #   §parameter gradients]
-    b_g_u = tl.sum(tl.trans((b_Q * b_K)) * tl.trans(b_dBu), axis=1, keep_dims=True)
+    b_g_u = tl.trans(tl.sum((b_Q * b_K) * b_dBu, axis=0, keep_dims=True))
 
     tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])

@@ -119,6 +119,13 @@ nb.adjoint("rwkv6.dw", r"\delta \mathbf{G} = \text{suffix\_sum}(\delta \mathbf{G
 nb.adjoint("rwkv6.dw_qk", r"\delta \mathbf{G} = \text{suffix\_sum}\left(\mathbf{Q} \odot \delta \mathbf{Q} - \mathbf{K} \odot \delta \mathbf{K} + [0, \ldots, 0, \text{diag}(\mathbf{S}_{[t]}^\top \delta \mathbf{S}_{[t]})]^\top\right) - \overleftarrow{\mathbf{Q}} \odot \delta \overleftarrow{\mathbf{Q}}",
            adj(G), revcumsum(Q * adj(Q) - K * adj(K) + PlaceLast(DiagV(S.T @ dS))) - Ql * adj(Ql), PR,
            what="delta w from the true dQ, dK, dS")
+# the same with S_[t] expanded into S_[t-1] and the chunk's keys: the gradient kernels
+# then need no end state (a V x K product per chunk) beside the V dS they form for dK
+nb.adjoint("rwkv6.dw_qk_prev", r"\delta \mathbf{G} = \text{suffix\_sum}\left(\mathbf{Q} \odot \delta \mathbf{Q} - \mathbf{K} \odot \delta \mathbf{K} + [0, \ldots, 0, \exp(\boldsymbol{g}^C) \odot \text{diag}(\mathbf{S}_{[t-1]}^\top \delta \mathbf{S}_{[t]}) + \text{diag}((\mathbf{K} \odot \exp(\mathbf{1} \boldsymbol{g}^{C\top} - \mathbf{G}^c))^\top \mathbf{V} \delta \mathbf{S}_{[t]})]^\top\right) - \overleftarrow{\mathbf{Q}} \odot \delta \overleftarrow{\mathbf{Q}}",
+           adj(G), revcumsum(Q * adj(Q) - K * adj(K)
+                             + PlaceLast(exp(gC) * DiagV(S_PREV.T @ dS)
+                                         + DiagV((K * exp(ONES_C @ gC.T - Gc)).T @ (V @ dS))))
+           - Ql * adj(Ql), PR, what="delta w from the true dQ, dK, the state before the chunk and dS")
 
 nb.section("parameter gradients")
 nb.adjoint("rwkv6.du_chunk", r"\delta \boldsymbol{u}_{[t]} = (\mathbf{Q} \odot \mathbf{K})^\top \delta \boldsymbol{b}^u",
@@ -133,5 +140,5 @@ DERIVATION = D
 # gradient, printed per chunk from rwkv6.du_chunk and summed over chunks and batch
 kernel(D, "chunk_rwkv6", P, outputs="rwkv6.O_A", state="rwkv6.S_stable",
        args=dict(q="Q", k="K", v="V", w="G"), params=dict(u=head_arg(grad="rwkv6.du_chunk")),
-       backward=dict(grads=dict(w="rwkv6.dw_qk")),
+       backward=dict(grads=dict(w="rwkv6.dw_qk_prev")),
        doc="o_t = S_{t-1} q_t + (q_t^T (u . k_t)) v_t,  S_t = S_{t-1} Diag(exp(w_t)) + v_t k_t^T  (w log decay)")
