@@ -4,7 +4,7 @@
 # DeltaNet's narrowed gradient V block) for TESTS_S seconds (default 130); (2) FLA's layer
 # classes with our ops patched in (benchmarks/fla_layers_patched.py --quick-autotune) for
 # LAYERS_S seconds (default 150, shared equally by the layers of LAYERS, each in its own
-# process; default all seven, comma-separated); TESTS_S=0 skips (1); (3) `chunkproof
+# process; default all seven, comma-separated); TESTS_S=0 skips (1), LAYERS_S=0 skips (2); (3) `chunkproof
 # bench --mode both` at SHAPES (default 4x4096x16x128) for VARIANTS (default "kda dplr_delta_rule gated_delta_rule") in what
 # is left of LIMIT (default 575).  Triton's cache from .tcache/ is restored first
 # (benchmarks/tcache.sh).  Writes under $OUT: fla_layers.md, bench.md, text.tar (setup.log,
@@ -38,8 +38,10 @@ fi
 
 # each layer in its own process with an equal share of LAYERS_S, so that a slow one (a
 # first compile of FLA's) does not take the others' time; one table of all at the end
-IFS=, read -r -a layers <<< "${LAYERS:-gla,gated_deltanet,kda,delta_net,retention,rwkv6,simple_gla}"
-each=$(( ${LAYERS_S:-150} / ${#layers[@]} ))
+# LAYERS_S=0 skips this phase (a share of 0 s would mean no limit to timeout)
+layers=()
+[ "${LAYERS_S:-150}" -gt 0 ] && IFS=, read -r -a layers <<< "${LAYERS:-gla,gated_deltanet,kda,delta_net,retention,rwkv6,simple_gla}"
+each=$(( ${LAYERS_S:-150} / (${#layers[@]} > 0 ? ${#layers[@]} : 1) ))
 dirs=()
 : > "$OUT/fla_layers.log"
 for l in "${layers[@]}"; do
@@ -48,8 +50,10 @@ for l in "${layers[@]}"; do
         >> "$OUT/fla_layers.log" 2>&1
     echo "layer $l rc=$? at $((SECONDS - T0)) s (its share: $each s)" | tee -a "$OUT/fla_layers.log"
 done
-python3 benchmarks/fla_layers_patched.py --merge "${dirs[@]}" --out "$OUT" >> "$OUT/fla_layers.log" 2>&1
-cat "$OUT/fla_layers.md" 2>/dev/null
+if [ ${#layers[@]} -gt 0 ]; then
+    python3 benchmarks/fla_layers_patched.py --merge "${dirs[@]}" --out "$OUT" >> "$OUT/fla_layers.log" 2>&1
+    cat "$OUT/fla_layers.md" 2>/dev/null
+fi
 
 left=$((LIMIT - (SECONDS - T0) - 15))
 if [ "$left" -gt 90 ]; then
