@@ -21,7 +21,7 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
         grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='input', reverse_dots='input',
-        gradv_dots='tf32', grad_dots='tf32', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
+        gradv_dots='input', grad_dots='tf32', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
         fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'head'))
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
@@ -281,7 +281,7 @@ def _dstate_kernel(q, do, in_Gc, dh, dht, dh0, scale, T,
 # V block; the kernels after it read them summed over the blocks and never touch a tile
 # with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, do, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, h, dh, d_v, scale, T, NCH,
+def _dgradv_kernel(q, k, v, do, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -337,20 +337,20 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, h, dh, d_v, s
     # Kr = \text{Diag}\left(\exp\left(-\boldsymbol{g}^c\right)\right) \mathbf{K} [program simple_gla_chunk, under claims
     #   simple_gla.O, simple_gla.S] (its gate factor, in log space)
     b_Kr_f = (-b_Gc)
-    # S = \exp\left(g^C\right) \left(\mathbf{S}_{[t-1]}^{C} + \mathbf{V}^\top \overrightarrow{\mathbf{K}}\right)
-    #   [program simple_gla_chunk, under claims simple_gla.O, simple_gla.S]
-    b_S = ((b_s * tl.exp(b_gC))
-            + tl.dot(tl.trans(b_V).to(DT2).to(CT2), (b_K * tl.exp((b_Kr_f + b_gC))).to(DT2).to(CT2),
-            input_precision=GPREC))
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim simple_gla.dQl, simple_gla.py §chunk backward]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim simple_gla.dQl, simple_gla.py §chunk backward]
     b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
     # vr2 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim simple_gla.dKr, simple_gla.py §chunk backward]
-    b_vr2 = tl.dot(b_V.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=GPREC)
-    # vr3 = \langle \mathbf{S}_{[t]}, \delta \mathbf{S}_{[t]} \rangle [claim simple_gla.dg_qk, simple_gla.py §input
-    #   gradients]
-    b_vr3 = tl.sum(tl.sum(b_S * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True)
+    b_vr2 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
+    # vr3 = \langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]} \rangle [claim simple_gla.dg_qk_prev, simple_gla.py
+    #   §input gradients]
+    b_vr3 = tl.sum(tl.sum(b_s * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True)
+    # vr4 = \langle \text{Diag}\left(\exp\left(\mathbf{1} g^C - \boldsymbol{g}^c\right)\right) \mathbf{K}, \mathbf{V}
+    #   \delta \mathbf{S}_{[t]} \rangle [claim simple_gla.dg_qk_prev, simple_gla.py §input gradients]
+    b_vr4 = tl.sum(tl.sum((b_K * tl.exp(((tl.full((BT, 1), 1.0, tl.float32) * b_gC) - b_Gc)))
+            * tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3), axis=1, keep_dims=True),
+            axis=0, keep_dims=True)
     # g_v = \exp\left(g^C\right) \overrightarrow{\mathbf{K}} \delta \mathbf{S}_{[t]}^\top +
     #   \left(\overrightarrow{\mathbf{K}} \overleftarrow{\mathbf{Q}}^\top \odot \mathbf{M}^\top\right) \delta
     #   \mathbf{O}_{[t]} [claim simple_gla.dV, simple_gla.py §input gradients]
@@ -366,10 +366,11 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, h, dh, d_v, s
     tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
     tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
     tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]), b_vr3)
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]), b_vr4)
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradk_kernel(q, k, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, d_q, d_k, d_g, scale, T, NCH,
+def _dgradk_kernel(q, k, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -414,6 +415,9 @@ def _dgradk_kernel(q, k, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, d_q, d_k, d_g, scale
     b_vr3 = tl.load(r_vr3 + p_c * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
     for i_r in tl.static_range(1, NV):
         b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
+    b_vr4 = tl.load(r_vr4 + p_c * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
+    for i_r in tl.static_range(1, NV):
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -433,29 +437,27 @@ def _dgradk_kernel(q, k, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, d_q, d_k, d_g, scale
     #   simple_gla.dK, simple_gla.py §input gradients]
     b_dK = ((b_vr2 * tl.exp((b_gC + (-b_Gc))))
             + tl.dot(tl.where(m_upper, tl.trans(b_vr1) * tl.exp((-b_Gc) + tl.trans(b_Ql_f)), 0.).to(DT2).to(CT2),
-            b_Q.to(DT2).to(CT2), input_precision=GPREC))
+            b_Q.to(DT2).to(CT2), input_precision=PREC2))
     # dQ = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \delta \overleftarrow{\mathbf{Q}} [claim
     #   simple_gla.dQ, simple_gla.py §input gradients]
     b_dQ = ((b_vr0 * tl.exp(b_Gc))
             + tl.dot(tl.where(m_incl, b_vr1 * tl.exp(b_Gc + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2), b_K.to(DT2).to(CT2),
-            input_precision=GPREC))
+            input_precision=PREC2))
     # g_q = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \delta \overleftarrow{\mathbf{Q}} [claim
     #   simple_gla.dQ, simple_gla.py §input gradients]
-    b_g_q = ((b_vr0 * tl.exp(b_Gc))
-            + tl.dot(tl.where(m_incl, b_vr1 * tl.exp(b_Gc + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2), b_K.to(DT2).to(CT2),
-            input_precision=PREC2))
+    b_g_q = b_dQ
     # g_k = \text{Diag}\left(\exp\left(-\boldsymbol{g}^c\right)\right) \delta \overrightarrow{\mathbf{K}} [claim
     #   simple_gla.dK, simple_gla.py §input gradients]
-    b_g_k = ((b_vr2 * tl.exp((b_gC + (-b_Gc))))
-            + tl.dot(tl.where(m_upper, tl.trans(b_vr1) * tl.exp((-b_Gc) + tl.trans(b_Ql_f)), 0.).to(DT2).to(CT2),
-            b_Q.to(DT2).to(CT2), input_precision=PREC2))
+    b_g_k = b_dK
     # g_g = \text{suffix\_sum}_{row}\left(\left(\mathbf{Q} \odot \delta \mathbf{Q}\right) \mathbf{1} - \left(\mathbf{K}
-    #   \odot \delta \mathbf{K}\right) \mathbf{1} + \left[0,\dots,0,(\langle \mathbf{S}_{[t]}, \delta \mathbf{S}_{[t]}
-    #   \rangle)\right]^\top\right) [claim simple_gla.dg_qk, simple_gla.py §input gradients]
+    #   \odot \delta \mathbf{K}\right) \mathbf{1} + \left[0,\dots,0,\exp\left(g^C\right) \odot (\langle
+    #   \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]} \rangle) + (\langle \text{Diag}\left(\exp\left(\mathbf{1} g^C -
+    #   \boldsymbol{g}^c\right)\right) \mathbf{K}, \mathbf{V} \delta \mathbf{S}_{[t]} \rangle)\right]^\top\right) [claim
+    #   simple_gla.dg_qk_prev, simple_gla.py §input gradients]
     b_g_g = tl.sum(tl.where(m_upper,
             tl.trans(((tl.sum((b_Q * b_dQ) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
             - tl.sum((b_K * b_dK) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True))
-            + tl.where(m_last, tl.trans(b_vr3), 0.))),
+            + tl.where(m_last, tl.trans(((b_vr3 * tl.exp(b_gC)) + b_vr4)), 0.))),
             0.),
             axis=1, keep_dims=True)
 
@@ -622,11 +624,12 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
     r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     r_vr3 = torch.empty(NV, B * NT * H, 1 * 1, dtype=torch.float32, device=q.device)
+    r_vr4 = torch.empty(NV, B * NT * H, 1 * 1, dtype=torch.float32, device=q.device)
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, do, Gc, r_vr0, r_vr1, r_vr2, r_vr3, h, dh, d_v,
-            scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, do, Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, h,
+            dh, d_v, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     # the chunk states and their gradients are read by the V kernel only: dropped before
     # the K side's buffers are allocated (peak memory)
@@ -637,8 +640,8 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
     d_k = empty(B, T, H, K, dtype=torch.float32 if H != HQ else k.dtype, device=q.device)
     d_g = empty_like(g)
 
-    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, Gc, r_vr0, r_vr1, r_vr2, r_vr3, d_q, d_k, d_g, scale,
-            T, NCH,
+    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g,
+            scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradk_kernel"].kwargs)
     if H != HQ:
         d_q = d_q.view(B, T, HQ, H // HQ, K).sum(3).to(q.dtype)

@@ -223,12 +223,15 @@ def test_cpu_grad_accuracy_rows_of_other_precise_lines(bench_path, capsys):
     # lines: its planned lines give its default row's errors (same kernel code)
     import cpu_grad_accuracy as ga
     from chunkproof.codegen import gen, precision
-    planned = precision.read_record(gen.OUT_DIR, "simple_gla")["choice"]["precise_lines"]
+    rec = precision.read_record(gen.OUT_DIR, "simple_gla")
+    planned, other = rec["choice"]["precise_lines"], rec["gated_lines"][0]
+    assert other not in planned
     assert ga.main(["--variant", "simple_gla", "--inputs", "bench", "--bench-t", "20", "--shape", "1,20,1,16,16",
-                    "--set", "", "--precise", ",".join(planned), "--precise", ""]) == 0
+                    "--set", "", "--precise", ",".join(planned), "--precise", other]) == 0
     rows = capsys.readouterr().out.strip().splitlines()
-    assert [r.split(":")[0] for r in rows] == ["simple_gla defaults", f"simple_gla precise lines {','.join(planned)}",
-                                               "simple_gla precise lines (none)"]
+    assert [r.split(":")[0] for r in rows] == ["simple_gla defaults",
+                                               f"simple_gla precise lines {','.join(planned) or '(none)'}",
+                                               f"simple_gla precise lines {other}"]
     assert rows[0].split(":")[1] == rows[1].split(":")[1]
 
 

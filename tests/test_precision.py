@@ -198,11 +198,12 @@ def test_a_mixed_line_multiplies_like_two_computed_tiles_in_the_gradient_kernels
     plan = load_variant(v, check=False)
     base = dict(forward_dots="input", reverse_dots="input", gradv_dots="tf32", grad_dots="tf32")
     plain = gen.render_variant(precision.apply(v, Choice.from_dict(base)), plan=plan, check=False)
-    mixed = gen.render_variant(precision.apply(v, Choice.from_dict(dict(base, mixed_lines=["S"]))), plan=plan,
+    line = gen.candidate_lines(v, plan)[1][0]       # a product of a read tile by a computed one
+    mixed = gen.render_variant(precision.apply(v, Choice.from_dict(dict(base, mixed_lines=[line]))), plan=plan,
                                check=False)
     cut = "def _dgradv_kernel"
-    assert plain[:plain.index(cut)] == mixed[:mixed.index(cut)]      # the forward kernels' S line is not touched
-    pattern = r"b_S = [^\n]*(?:\n {12,}[^\n]*)*"
+    assert plain[:plain.index(cut)] == mixed[:mixed.index(cut)]      # the forward kernels are not touched
+    pattern = rf"b_{line} = [^\n]*(?:\n {{12,}}[^\n]*)*"
     before = re.search(pattern, plain[plain.index(cut):]).group(0)
     after = re.search(pattern, mixed[mixed.index(cut):]).group(0)
     assert "DT3" in before and "DT3" not in after and "DT2" in after

@@ -89,6 +89,14 @@ nb.adjoint("simple_gla.dg", r"\delta \boldsymbol{g} = \text{suffix\_sum}(\delta 
 nb.adjoint("simple_gla.dg_qk", r"\delta \boldsymbol{g} = \text{suffix\_sum}\left((\mathbf{Q} \odot \delta \mathbf{Q} - \mathbf{K} \odot \delta \mathbf{K}) \mathbf{1} + [0, \ldots, 0, \langle \mathbf{S}_{[t]}, \delta \mathbf{S}_{[t]} \rangle]^\top\right)",
            adj(G), revcumsum((Q * adj(Q) - K * adj(K)) @ ONES_K + PlaceLast(Inner(S, dS))), PR,
            what="delta g from the true dQ, dK, dS (FLA's grouping)")
+# the same with S_[t] expanded into S_[t-1] and the keys decayed to the chunk's end: the
+# gradient kernels then form no end state (a V x K product per chunk) beside the V dS
+# they form for dK
+nb.adjoint("simple_gla.dg_qk_prev", r"\delta \boldsymbol{g} = \text{suffix\_sum}\left((\mathbf{Q} \odot \delta \mathbf{Q} - \mathbf{K} \odot \delta \mathbf{K}) \mathbf{1} + [0, \ldots, 0, \exp(g^C) \langle \mathbf{S}_{[t-1]}, \delta \mathbf{S}_{[t]} \rangle + \langle \text{Diag}(\exp(\mathbf{1} g^C - \boldsymbol{g}^c)) \mathbf{K}, \mathbf{V} \delta \mathbf{S}_{[t]} \rangle]^\top\right)",
+           adj(G), revcumsum((Q * adj(Q) - K * adj(K)) @ ONES_K
+                             + PlaceLast(exp(gC) * Inner(S_PREV, dS)
+                                         + Inner(diag(exp(ONES_C @ gC - Gc)) @ K, V @ dS))), PR,
+           what="delta g from the true dQ, dK, the state before the chunk and dS")
 
 DERIVATION = D
 
@@ -96,5 +104,5 @@ DERIVATION = D
 # adjoint claims above (derivations/kernel.py), but for g's: simple_gla.dg reads
 # ->K . delta ->K, whose first factor overflows where a chunk's decay underflows fp32
 kernel(D, "chunk_simple_gla", P, outputs="simple_gla.O", state="simple_gla.S",
-       args=dict(q="Q", k="K", v="V", g="G"), backward=dict(grads=dict(g="simple_gla.dg_qk")),
+       args=dict(q="Q", k="K", v="V", g="G"), backward=dict(grads=dict(g="simple_gla.dg_qk_prev")),
        doc="S_t = exp(g_t) S_{t-1} + v_t k_t^T,  o_t = S_t q_t  (g [B, T, H], log-space)")
