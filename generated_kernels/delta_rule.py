@@ -404,31 +404,30 @@ def _dgradv_kernel(k, v, beta, do, in_At, in_W, in_U, r_hr0, w_vr0, w_vr1, w_vr2
     b_dU = b_dVnew
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim delta_rule.dQ, delta_rule.py §input gradients]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{new}^\top   [claim delta_rule.dQ, delta_rule.py §input gradients]
     b_vr1 = tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
     # vr2 = \left(-\delta \mathbf{V}_{new}\right) \mathbf{S}_{[t-1]}^{C} [claim delta_rule.dW, delta_rule.py §chunk
     #   backward]
     b_vr2 = tl.dot((-b_dVnew).to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
     # vr3 = \mathbf{V}_{new} \delta \mathbf{S}_{[t]}   [claim delta_rule.dK, delta_rule.py §input gradients]
     b_vr3 = tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr3)
     # vr4 = \delta \mathbf{U} \mathbf{V}^\top   [claim delta_rule.dAt, delta_rule.py §chunk backward]
     b_vr4 = tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr4)
     # vr5 = \text{diag}\left(\widetilde{\mathbf{A}}^\top \delta \mathbf{U} \mathbf{V}^\top\right) [claim
     #   delta_rule.dbeta, delta_rule.py §input gradients]
     b_vr5 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
             * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
+    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr5)
     # g_v = \text{Diag}\left(\boldsymbol{\beta}\right) \widetilde{\mathbf{A}}^\top \delta \mathbf{U} [claim
     #   delta_rule.dV, delta_rule.py §input gradients]
     b_g_v = tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
-
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
-    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr3)
-    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr4)
-    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr5)
 
 
 # the C kernel computes the C x C tiles that depend on whole K rows (and the gradients
@@ -494,6 +493,7 @@ def _dgradc_kernel(k, beta, in_At, r_vr2, r_vr4, r_vr5, w_dXt, d_beta, scale, T,
     b_dXt = (-tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2),
             input_precision=PREC2).to(DT2).to(CT2),
             tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2))
+    tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}^\top \delta \mathbf{W} \mathbf{K}^\top\right) +
     #   (\text{diag}\left(\widetilde{\mathbf{A}}^\top \delta \mathbf{U} \mathbf{V}^\top\right)) +
     #   \text{diag}\left(\delta \widetilde{\mathbf{X}} \left(\mathbf{K} \mathbf{K}^\top \odot
@@ -505,8 +505,6 @@ def _dgradc_kernel(k, beta, in_At, r_vr2, r_vr4, r_vr5, w_dXt, d_beta, scale, T,
             * tl.trans(tl.trans(tl.where(m_strict,
             tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC), 0.))),
             axis=1, keep_dims=True))
-
-    tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
     tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty),
             mask=m_r)
 
@@ -571,6 +569,8 @@ def _dgradkb_kernel(q, k, beta, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_dXt, d_q, d
     # g_q = (\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}) + \left((\delta \mathbf{O}_{[t]} \mathbf{V}_{new}^\top)
     #   \odot \mathbf{M}\right) \mathbf{K} [claim delta_rule.dQ, delta_rule.py §input gradients]
     b_g_q = (b_vr0 + tl.dot(tl.where(m_incl, b_vr1, 0.).to(DT3).to(CT3), b_K.to(DT3).to(CT3), input_precision=PREC3))
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_k = \text{Diag}\left(\boldsymbol{\beta}\right) \widetilde{\mathbf{A}}^\top \delta \mathbf{W} + \left((\delta
     #   \mathbf{O}_{[t]} \mathbf{V}_{new}^\top) \odot \mathbf{M}\right)^\top \mathbf{Q} + (\mathbf{V}_{new} \delta
     #   \mathbf{S}_{[t]}) + \left(\text{Diag}\left(\boldsymbol{\beta}\right) \delta \widetilde{\mathbf{X}} \odot
@@ -584,9 +584,6 @@ def _dgradkb_kernel(q, k, beta, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_dXt, d_q, d
             input_precision=PREC3))
             + tl.dot(tl.trans(tl.where(m_strict, (b_Beta * b_dXt), 0.)).to(DT3).to(CT3), b_K.to(DT3).to(CT3),
             input_precision=PREC3))
-
-    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 

@@ -577,31 +577,40 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, r_hr0, w_v
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim dplr.fla.dQl, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top [claim dplr.fla.dQl, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
     # vr2 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top [claim dplr.fla.dQl, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr2 = tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr2)
     # vr3 = \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top [claim dplr.fla.dKr,
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_vr3 = tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3),
             tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
     # vr4 = \mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C [claim dplr.fla.dKr, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr4 = tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr4)
     # vr5 = \delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim dplr.fla.dW, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr5 = tl.dot(b_dC.to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr5)
     # vr6 = \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top [claim dplr.fla.dE, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr6 = tl.dot(b_dC.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr6 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr6)
     # vr7 = \mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C [claim dplr.fla.dAr, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr7 = tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
+    tl.store(w_vr7 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr7)
     # vr8 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^C\right) [claim
     #   dplr.fla.dlogalpha.grouped, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_vr8 = tl.trans(tl.sum(b_s * b_ds, axis=0, keep_dims=True))
+    tl.store(w_vr8 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr8)
     # g_v = \delta \mathbf{V}_{[t],1} - \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top
     #   \odot \mathbf{M}_{-1}\right)^\top \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} [claim dplr.fla.dV,
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
@@ -610,18 +619,8 @@ def _dgradv_kernel(q, k, v, gk, a, b, do, in_Gamma, in_E, in_W, in_C, r_hr0, w_v
             True, BT, DT2, CT2, PREC2, rng_c, BLOCKED)).to(DT2).to(CT2),
             tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2),
             b_dC.to(DT2).to(CT2), input_precision=PREC2))
-
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr2)
-    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
-    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr4)
-    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr5)
-    tl.store(w_vr6 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr6)
-    tl.store(w_vr7 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr7)
-    tl.store(w_vr8 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr8)
 
 
 # the C kernel computes the C x C tiles that depend on whole K rows (and the gradients
@@ -706,9 +705,7 @@ def _dgradc_kernel(k, gk, a, in_Gamma, in_E, r_vr5, r_vr6, w_dF, rng, scale, T, 
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dE.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2),
             tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2))
-
     tl.store(w_dF + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dF)
-    
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
@@ -847,16 +844,24 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, 
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim dplr.fla.dQ,
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_q = b_dQ
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} [claim dplr.fla.dK,
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_k = b_dK
+    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_a = -\left(\delta \overleftarrow{\mathbf{B}_{[t]}} \odot \left(\mathbf{\Gamma}_{[t]} \oslash
     #   \boldsymbol{\alpha}_{[t]}\right)\right) [claim dplr.fla.da, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_g_a = b_dA
+    tl.store(d_a + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_g_a.to(d_a.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_b = \delta \overrightarrow{\mathbf{A}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} [claim dplr.fla.db,
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_g_b = b_dB
+    tl.store(d_b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_g_b.to(d_b.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_gk = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]}
     #   \odot \mathbf{K}_{[t]} - \delta \mathbf{B}_{[t]} \odot \mathbf{B}_{[t]} + \delta \mathbf{A}_{[t]} \odot
     #   \mathbf{A}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta
@@ -876,15 +881,6 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, 
             - (b_dA * b_A)),
             axis=0, reverse=True)
             + (tl.cumsum((b_dA * b_A), axis=0, reverse=True) - (b_dA * b_A)))
-
-    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_a + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_g_a.to(d_a.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_g_b.to(d_b.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(d_gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_g_gk.to(d_gk.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 

@@ -508,50 +508,49 @@ def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, r_hr0, w_vr0
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim gdn.bwd.dQl, 002_6404d08dac0301ed.txt §4.1
     #   前向传播, line 118]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top [claim gdn.bwd.dQl, 002_6404d08dac0301ed.txt §4.1
     #   前向传播, line 118]
     b_vr1 = tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
     # vr2 = \left(-\delta \mathbf{V}_{[t],new}\right) \mathbf{S}_{[t-1]}^{C} [claim gdn.bwd.dW, 002_6404d08dac0301ed.txt
     #   §4.1 前向传播, line 118]
     b_vr2 = tl.dot((-b_dVnew).to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
     # vr3 = \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top [claim gdn.bwd.dA, 002_6404d08dac0301ed.txt §4.1
     #   前向传播, line 118]
     b_vr3 = tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
     # vr4 = \mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} [claim gdn.bwd.dKr, 002_6404d08dac0301ed.txt §4.1
     #   前向传播, line 118]
     b_vr4 = tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr4)
     # vr5 = \left(\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} \odot \overleftarrow{\mathbf{Q}_{[t]}}\right)
     #   \mathbf{1} [claim gdn.bwd.dlogalpha_pairs, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_vr5 = tl.sum((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * (b_Q * tl.exp(b_Ql_f)))
             * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
+    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr5)
     # vr6 = \left(\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \odot \gamma_{[t]}^{C}
     #   \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} [claim gdn.bwd.dlogalpha_pairs, 002_6404d08dac0301ed.txt
     #   §4.1 前向传播, line 118]
     b_vr6 = tl.sum((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
             * (b_K * tl.exp((b_Kr_f + b_gC_log))))
             * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
+    tl.store(w_vr6 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr6)
     # vr7 = \langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle [claim gdn.bwd.dlogalpha_pairs,
     #   002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_vr7 = tl.sum(tl.sum(b_s * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True)
+    tl.store(w_vr7 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]), b_vr7)
     # vr8 = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)
     #   [claim gdn.bwd.dbeta, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_vr8 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
             * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
+    tl.store(w_vr8 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr8)
     # g_v = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]}
     #   [claim gdn.bwd.dV, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_g_v = tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
-
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
-    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
-    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr4)
-    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr5)
-    tl.store(w_vr6 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr6)
-    tl.store(w_vr7 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]), b_vr7)
-    tl.store(w_vr8 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr8)
 
 
 # the C kernel computes the C x C tiles that depend on whole K rows (and the gradients
@@ -650,6 +649,7 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr2, r_vr3, r_vr5, r_vr
     b_dXt = (-tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2),
             input_precision=PREC2).to(DT2).to(CT2),
             tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2))
+    tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
     # g_g = \text{suffix\_sum}_{row}\left((\left(\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} \odot
     #   \overleftarrow{\mathbf{Q}_{[t]}}\right) \mathbf{1}) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)
     #   \widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \odot
@@ -694,6 +694,7 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr2, r_vr3, r_vr5, r_vr
             0.))),
             0.),
             axis=1, keep_dims=True)
+    tl.store(d_g + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_g, [BT]).to(d_g.dtype.element_ty), mask=m_r)
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}}
     #   \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta
     #   \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]}
@@ -707,9 +708,6 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr2, r_vr3, r_vr5, r_vr
             tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC)
             * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.))),
             axis=1, keep_dims=True))
-
-    tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
-    tl.store(d_g + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_g, [BT]).to(d_g.dtype.element_ty), mask=m_r)
     tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty),
             mask=m_r)
 
@@ -791,6 +789,8 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_d
     b_g_q = ((b_vr0 * tl.exp(b_Gamma_log))
             + tl.dot(tl.where(m_incl, b_vr1 * tl.exp(b_Gamma_log + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2),
             b_K.to(DT2).to(CT2), input_precision=PREC2))
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_k = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \delta \overleftarrow{\mathbf{K}_{[t]}} +
     #   \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \delta \overrightarrow{\mathbf{K}_{[t]}}
     #   [claim gdn.bwd.dK, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
@@ -804,9 +804,6 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_d
             + tl.dot(tl.where(tl.trans(m_strict), tl.trans((b_Beta * b_dXt))
             * tl.exp((-b_Gamma_log) + tl.trans(b_Kl_f)), 0.).to(DT2).to(CT2),
             b_K.to(DT2).to(CT2), input_precision=PREC2)))
-
-    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 

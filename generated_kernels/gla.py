@@ -366,18 +366,23 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, 
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim gla.dQl, 003_c008d497ea0f70e6.txt §6.3
     #   分块递推模式的反向传播, line 186]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t]}^\top [claim gla.dQl, 003_c008d497ea0f70e6.txt §6.3
     #   分块递推模式的反向传播, line 186]
     b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
     # vr2 = \mathbf{V}_{[t]} \delta \mathbf{S}_{[t]}^{C} [claim gla.dKr, 003_c008d497ea0f70e6.txt §6.3
     #   分块递推模式的反向传播, line 182, row 3]
     b_vr2 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
     # vr3 = \mathbf{V}_{[t]} \delta \mathbf{O}_{[t]}^\top [claim gla.dKr, 003_c008d497ea0f70e6.txt §6.3
     #   分块递推模式的反向传播, line 182, row 3]
     b_vr3 = tl.dot(b_V.to(DT).to(CT), tl.trans(b_dO).to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
     # vr4 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right) [claim
     #   gla.bwd.dlogalpha_grouped, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播]
     b_vr4 = tl.trans(tl.sum(b_s * b_ds, axis=0, keep_dims=True))
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr4)
     # g_v = (\overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)) {\delta
     #   \mathbf{S}_{[t]}^{C}}^\top + \left(\overrightarrow{\mathbf{K}_{[t]}} \overleftarrow{\mathbf{Q}_{[t]}}^\top \odot
     #   \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]} [claim gla.dV, 003_c008d497ea0f70e6.txt §6.3
@@ -386,14 +391,8 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, 
             + tl.dot(tl.trans(_masked_gated_dot(tl.trans(tl.trans(b_Q)), tl.trans(tl.trans(b_Ql_f)), tl.trans(b_K),
             tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2, rng_c, BLOCKED)).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3))
-
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
-    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
-    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr4)
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
@@ -480,9 +479,13 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, 
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim gla.dQ, 003_c008d497ea0f70e6.txt
     #   §6.3 分块递推模式的反向传播, line 194]
     b_g_q = b_dQ
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} [claim gla.dK,
     #   003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 190]
     b_g_k = b_dK
+    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot
     #   \mathbf{K}_{[t]} + \left[0,\dots,0,(\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta
     #   \mathbf{S}_{[t]}^{C}\right)) \odot \boldsymbol{\gamma}_{[t]}^{C} + \left((\mathbf{V}_{[t]} \delta
@@ -496,11 +499,6 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, 
             keep_dims=True)))),
             0.)),
             axis=0, reverse=True)
-
-    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 

@@ -512,38 +512,37 @@ def _dgradv_kernel(v, beta, do, in_hs0, in_At, in_W, in_U, r_hr0, w_vr0, w_vr1, 
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim kda.dQl, 001_ba6c617d0f1bc209.txt §对于 \(\delta
     #   \mathbf{Q}_{[t]}\), line 118, row 1]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top [claim kda.dQl, 001_ba6c617d0f1bc209.txt §对于 \(\delta
     #   \mathbf{Q}_{[t]}\), line 118, row 1]
     b_vr1 = tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
     # vr2 = \left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C} [claim kda.dW, 001_ba6c617d0f1bc209.txt
     #   §对于 \(\delta \mathbf{W}_{[t]}\), line 87, row 1]
     b_vr2 = tl.dot((-b_dU).to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
     # vr3 = \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top [claim kda.dAt, 001_ba6c617d0f1bc209.txt §对于 \(\delta
     #   \widetilde{\mathbf{A}}_{[t]}\) \(\delta \widetilde{\mathbf{X}}_{[t]}\), line 143, row 1]
     b_vr3 = tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
     # vr4 = \mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} [claim kda.dKr.corrected, 001_ba6c617d0f1bc209.txt §对于
     #   \(\delta \mathbf{K}_{[t]}\), line 230, row 1]
     b_vr4 = tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr4)
     # vr5 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right) [claim
     #   kda.dlogAlpha_grouped, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
     b_vr5 = tl.trans(tl.sum(b_s * b_ds, axis=0, keep_dims=True))
+    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr5)
     # vr6 = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)
     #   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
     b_vr6 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
             * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
+    tl.store(w_vr6 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr6)
     # g_v = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} [claim
     #   kda.dV, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{V}_{[t]}\), line 134, row 1]
     b_g_v = tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
-
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
-    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
-    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr4)
-    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr5)
-    tl.store(w_vr6 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr6)
 
 
 # the C kernel computes the C x C tiles that depend on whole K rows (and the gradients
@@ -629,6 +628,7 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
     b_dXt = tl.dot(tl.dot((-tl.trans(b_At)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2),
             input_precision=PREC2).to(DT2).to(CT2),
             tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2)
+    tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]}
     #   \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta
     #   \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]}
@@ -642,8 +642,6 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
             * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True,
             BT, DT2, CT2, PREC2, rng_c, BLOCKED))),
             axis=1, keep_dims=True))
-
-    tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
     tl.store(d_beta + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_beta, [BT]).to(d_beta.dtype.element_ty),
             mask=m_r)
 
@@ -742,6 +740,8 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim kda.dQ, 001_ba6c617d0f1bc209.txt
     #   §对于 \(\delta \mathbf{Q}_{[t]}\), line 127, row 2]
     b_g_q = b_dQ
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_k = \delta \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} + \delta
     #   \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} [claim kda.dK, 001_ba6c617d0f1bc209.txt §对于
     #   \(\delta \mathbf{K}_{[t]}\), line 245, row 1]
@@ -752,6 +752,8 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
             + _masked_mix(tl.trans(b_vr1), b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
             + _masked_mix(tl.trans((b_DB * b_dXt)), b_K, b_Kl_f, (-b_Gamma_log), 3, m_mid, BT, DT2, CT2, PREC2, rng_c,
             BLOCKED)))
+    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} + \delta
     #   \overleftarrow{\mathbf{K}_{[t]}} \odot \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} - \delta
     #   \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} \odot \mathbf{K}_{[t]} +
@@ -776,11 +778,6 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
             keep_dims=True)))),
             0.)),
             axis=0, reverse=True)
-
-    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(d_g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_g_g.to(d_g.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 

@@ -345,10 +345,13 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, h, dh, d_v, scale
     b_Kr_f = (-b_Gamma_log)
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim retention.dQl, retention.py §chunk backward]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim retention.dQl, retention.py §chunk backward]
     b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
     # vr2 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim retention.dKr, retention.py §chunk backward]
     b_vr2 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
     # g_v = \gamma^C \overrightarrow{\mathbf{K}} \delta \mathbf{S}_{[t]}^\top + \tau \left(\overrightarrow{\mathbf{K}}
     #   \overleftarrow{\mathbf{Q}}^\top \odot \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]} [claim retention.dV,
     #   retention.py §input gradients]
@@ -358,12 +361,8 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, h, dh, d_v, scale
             * tl.dot(tl.where(m_upper, tl.dot(b_K.to(DT3).to(CT3), tl.trans(b_Q).to(DT3).to(CT3), input_precision=PREC3)
             * tl.exp(b_Kr_f + tl.trans(b_Ql_f)), 0.).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3)))
-
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
@@ -441,12 +440,11 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, d_q, d_k, scale, T, NCH,
     # g_q = \text{Diag}\left(\boldsymbol{\gamma}\right) \delta \overleftarrow{\mathbf{Q}} [claim retention.dQ,
     #   retention.py §input gradients]
     b_g_q = (b_dQl * tl.exp(b_Gamma_log))
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_k = \left(\text{Diag}\left(\boldsymbol{\gamma}\right)\right)^{-1} \delta \overrightarrow{\mathbf{K}} [claim
     #   retention.dK, retention.py §input gradients]
     b_g_k = (b_dKr * tl.exp((-b_Gamma_log)))
-
-    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
 

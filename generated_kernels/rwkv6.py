@@ -381,29 +381,28 @@ def _dgradv_kernel(q, k, v, w, do, u, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, 
             + tl.where(m_eye, b_Bu, 0.))
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim rwkv6.dQl, rwkv6.py §chunk backward]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim rwkv6.dA, rwkv6.py §chunk backward]
     b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
     # vr2 = \left(\delta \mathbf{O}_{[t]} \odot \mathbf{V}\right) \mathbf{1} [claim rwkv6.dBu, rwkv6.py §chunk
     #   backward]
     b_vr2 = tl.sum((b_dO.to(tl.float32) * b_V) * tl.trans(tl.full((BV, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr2)
     # vr3 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim rwkv6.dKr, rwkv6.py §chunk backward]
     b_vr3 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr3)
     # vr4 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}\right) [claim rwkv6.dw_qk_prev,
     #   rwkv6.py §input gradients]
     b_vr4 = tl.trans(tl.sum(b_s * b_ds, axis=0, keep_dims=True))
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr4)
     # g_v = \overrightarrow{\mathbf{K}} \text{Diag}\left(\exp\left(\boldsymbol{g}^C\right)\right) \delta
     #   \mathbf{S}_{[t]}^\top + \mathbf{A}^\top \delta \mathbf{O}_{[t]} [claim rwkv6.dV, rwkv6.py §input gradients]
     b_g_v = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2),
             input_precision=PREC2)
             + tl.dot(tl.trans(b_Aqk).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
-
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr2)
-    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr3)
-    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr4)
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
@@ -505,10 +504,14 @@ def _dgradk_kernel(q, k, w, u, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_
     #   \boldsymbol{b}^u\right) \mathbf{K} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dQ, rwkv6.py §input
     #   gradients]
     b_g_q = b_dQ
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_k = \delta \overrightarrow{\mathbf{K}} \odot \exp\left(-\mathbf{G}^c\right) + \text{Diag}\left(\delta
     #   \boldsymbol{b}^u\right) \mathbf{Q} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dK, rwkv6.py §input
     #   gradients]
     b_g_k = b_dK
+    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_w = \text{suffix\_sum}_{row}\left(\mathbf{Q} \odot \delta \mathbf{Q} - \mathbf{K} \odot \delta \mathbf{K} +
     #   \left[0,\dots,0,\exp\left(\boldsymbol{g}^C\right) \odot (\text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta
     #   \mathbf{S}_{[t]}\right)) + \text{diag}\left({(\mathbf{K} \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top -
@@ -524,16 +527,11 @@ def _dgradk_kernel(q, k, w, u, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_
             - (b_Q
             * ((b_vr0 * tl.exp(b_Ql_f))
             + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ql_f, 1, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))))
+    tl.store(d_w + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_g_w.to(d_w.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_u = \left(\mathbf{Q} \odot \mathbf{K}\right)^\top \delta \boldsymbol{b}^u [claim rwkv6.du_chunk, rwkv6.py
     #   §parameter gradients]
     b_g_u = tl.trans(tl.sum((b_Q * b_K) * b_dBu, axis=0, keep_dims=True))
-
-    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_w + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_g_w.to(d_w.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(d_u + p_c * K + o_k[:, None], b_g_u, mask=(o_k < K)[:, None])
 
 

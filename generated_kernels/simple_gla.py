@@ -339,18 +339,23 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh,
     b_Kr_f = (-b_Gc)
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim simple_gla.dQl, simple_gla.py §chunk backward]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim simple_gla.dQl, simple_gla.py §chunk backward]
     b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
     # vr2 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim simple_gla.dKr, simple_gla.py §chunk backward]
     b_vr2 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
     # vr3 = \langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]} \rangle [claim simple_gla.dg_qk_prev, simple_gla.py
     #   §input gradients]
     b_vr3 = tl.sum(tl.sum(b_s * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]), b_vr3)
     # vr4 = \langle \text{Diag}\left(\exp\left(\mathbf{1} g^C - \boldsymbol{g}^c\right)\right) \mathbf{K}, \mathbf{V}
     #   \delta \mathbf{S}_{[t]} \rangle [claim simple_gla.dg_qk_prev, simple_gla.py §input gradients]
     b_vr4 = tl.sum(tl.sum((b_K * tl.exp(((tl.full((BT, 1), 1.0, tl.float32) * b_gC) - b_Gc)))
             * tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3), axis=1, keep_dims=True),
             axis=0, keep_dims=True)
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]), b_vr4)
     # g_v = \exp\left(g^C\right) \overrightarrow{\mathbf{K}} \delta \mathbf{S}_{[t]}^\top +
     #   \left(\overrightarrow{\mathbf{K}} \overleftarrow{\mathbf{Q}}^\top \odot \mathbf{M}^\top\right) \delta
     #   \mathbf{O}_{[t]} [claim simple_gla.dV, simple_gla.py §input gradients]
@@ -359,14 +364,8 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh,
             + tl.dot(tl.where(m_upper, tl.dot(b_K.to(DT3).to(CT3), tl.trans(b_Q).to(DT3).to(CT3), input_precision=PREC3)
             * tl.exp(b_Kr_f + tl.trans(b_Ql_f)), 0.).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3))
-
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
-    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]), b_vr3)
-    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]), b_vr4)
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
@@ -446,9 +445,13 @@ def _dgradk_kernel(q, k, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g
     # g_q = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \delta \overleftarrow{\mathbf{Q}} [claim
     #   simple_gla.dQ, simple_gla.py §input gradients]
     b_g_q = b_dQ
+    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_k = \text{Diag}\left(\exp\left(-\boldsymbol{g}^c\right)\right) \delta \overrightarrow{\mathbf{K}} [claim
     #   simple_gla.dK, simple_gla.py §input gradients]
     b_g_k = b_dK
+    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_g = \text{suffix\_sum}_{row}\left(\left(\mathbf{Q} \odot \delta \mathbf{Q}\right) \mathbf{1} - \left(\mathbf{K}
     #   \odot \delta \mathbf{K}\right) \mathbf{1} + \left[0,\dots,0,\exp\left(g^C\right) \odot (\langle
     #   \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]} \rangle) + (\langle \text{Diag}\left(\exp\left(\mathbf{1} g^C -
@@ -460,11 +463,6 @@ def _dgradk_kernel(q, k, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g
             + tl.where(m_last, tl.trans(((b_vr3 * tl.exp(b_gC)) + b_vr4)), 0.))),
             0.),
             axis=1, keep_dims=True)
-
-    tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     tl.store(d_g + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_g, [BT]).to(d_g.dtype.element_ty), mask=m_r)
 
 
