@@ -37,20 +37,19 @@ if [ "${TESTS_S:-130}" -gt 0 ]; then
 fi
 
 # each layer in its own process with an equal share of LAYERS_S, so that a slow one (a
-# first compile of FLA's) does not take the others' time; one table of all at the end
+# first compile of FLA's) does not take the others' time; one table of all at the end.
 # LAYERS_S=0 skips this phase (a share of 0 s would mean no limit to timeout)
-layers=()
-[ "${LAYERS_S:-150}" -gt 0 ] && IFS=, read -r -a layers <<< "${LAYERS:-gla,gated_deltanet,kda,delta_net,retention,rwkv6,simple_gla}"
-each=$(( ${LAYERS_S:-150} / (${#layers[@]} > 0 ? ${#layers[@]} : 1) ))
-dirs=()
-: > "$OUT/fla_layers.log"
-for l in "${layers[@]}"; do
-    dirs+=("/tmp/layers/$l")
-    timeout "$each" python3 benchmarks/fla_layers_patched.py --quick-autotune --layers "$l" --out "/tmp/layers/$l" \
-        >> "$OUT/fla_layers.log" 2>&1
-    echo "layer $l rc=$? at $((SECONDS - T0)) s (its share: $each s)" | tee -a "$OUT/fla_layers.log"
-done
-if [ ${#layers[@]} -gt 0 ]; then
+if [ "${LAYERS_S:-150}" -gt 0 ]; then
+    IFS=, read -r -a layers <<< "${LAYERS:-gla,gated_deltanet,kda,delta_net,retention,rwkv6,simple_gla}"
+    each=$(( ${LAYERS_S:-150} / ${#layers[@]} ))
+    dirs=()
+    : > "$OUT/fla_layers.log"
+    for l in "${layers[@]}"; do
+        dirs+=("/tmp/layers/$l")
+        timeout "$each" python3 benchmarks/fla_layers_patched.py --quick-autotune --layers "$l" --out "/tmp/layers/$l" \
+            >> "$OUT/fla_layers.log" 2>&1
+        echo "layer $l rc=$? at $((SECONDS - T0)) s (its share: $each s)" | tee -a "$OUT/fla_layers.log"
+    done
     python3 benchmarks/fla_layers_patched.py --merge "${dirs[@]}" --out "$OUT" >> "$OUT/fla_layers.log" 2>&1
     cat "$OUT/fla_layers.md" 2>/dev/null
 fi

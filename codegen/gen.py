@@ -204,10 +204,11 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
         rec = precision.read_record(out_dir, v.name)
         why = "measured on other kernel code" if rec else "none yet"
         choice = precision.Choice.from_dict(rec["choice"]) if rec else precision.Choice.cheapest()
+        candidates = None
         if choice.lines or choice.mixed:
             # a changed derivation may no longer print a line the record names: the
             # record is then stale, not an error of the user's variant
-            lines, mixable = candidate_lines(v, plan)
+            candidates = lines, mixable = candidate_lines(v, plan)
             if not (set(choice.lines) <= set(lines) and set(choice.mixed) <= set(mixable)):
                 rec, choice = None, precision.Choice.cheapest()
                 why = "names lines the gradient kernels no longer compute"
@@ -219,7 +220,7 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
             precision.require_interpreter()
             if progress:
                 progress(f"planning the product precision of {v.name} (its record: {why}; codegen/precision.py)")
-            lines, mixable = candidate_lines(v, plan)
+            lines, mixable = candidates or candidate_lines(v, plan)
             rec, src = precision.plan(v, lambda vv: render_variant(vv, plan=plan, env=env, check=False),
                                       runtime, lines, measure, progress, gates=log_gates(v, plan), mixable=mixable)
             if not rec["met"] and progress:

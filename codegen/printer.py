@@ -102,6 +102,12 @@ def _t(code: str) -> str:
     return f"tl.trans({code})"
 
 
+def _colsums(x: str, y: str) -> str:
+    """diag(X^T Y), or X^T y for a column y, as the column sums of X . Y: no C x D tile
+    is transposed (each transpose is a trip through shared memory)."""
+    return f"tl.trans(tl.sum({x} * {y}, axis=0, keep_dims=True))"
+
+
 class TritonPrinter(Visitor):
     """One ``visit_<Node>`` method per IR node.  ``env`` maps tile names to printed
     values; ``inv_ok(expr)`` says whether an Inv argument is proven unit lower
@@ -381,10 +387,7 @@ class TritonPrinter(Visitor):
         if isinstance(a, ir.Neg):
             return f"(-{self._diag(a.a)})"
         if isinstance(a, ir.MatMul) and isinstance(a.a, ir.Transpose):
-            # diag(X^T Y): column sums of X . Y, with no C x D tile transposed (each
-            # transpose is a trip through shared memory)
-            x, y = self.code(a.a.a), self.code(a.b)
-            return f"tl.trans(tl.sum({x} * {y}, axis=0, keep_dims=True))"
+            return _colsums(self.code(a.a.a), self.code(a.b))      # diag(X^T Y)
         if isinstance(a, ir.MatMul):
             x, y = self.code(a.a), self.code(a.b)
             return f"tl.sum({x} * {_t(y)}, axis=1, keep_dims=True)"
@@ -474,10 +477,7 @@ class TritonPrinter(Visitor):
         else:
             ac, bc = self.dense(a), self.dense(b)
             if shape[1] == "1" and isinstance(e.a, ir.Transpose) and inner != "1":
-                # X^T y: column sums of X . y, with no C x D tile transposed (each
-                # transpose is a trip through shared memory)
-                x = self.dense(self.p(e.a.a))
-                return Val(f"tl.trans(tl.sum({x} * {bc}, axis=0, keep_dims=True))", shape)
+                return Val(_colsums(self.dense(self.p(e.a.a)), bc), shape)      # X^T y
         if inner == "1":                       # outer product
             return Val(f"({ac} * {bc})", shape)
         if shape[1] == "1":                    # matrix times column
