@@ -223,6 +223,20 @@ def hoist_reverse(plan: Plan, bwd) -> Tuple[KernelPlan, KernelPlan]:
     return pre, scan
 
 
+def scan_tiles(scan: KernelPlan) -> List[Passed]:
+    """The C x Dv tiles with a product in them that the reverse scan computes at every
+    chunk (δU of the delta rules: K δS^T plus the hoisted intra-chunk part).  The
+    gradient V kernel prints the same definitions from the same claims; the scan can
+    write them per chunk over the padded V columns, like the hoisted tiles, for the V
+    kernel to read instead of forming them again (emit.backward_stages keeps those it
+    reads).  An alias (dC = dV2) is not a tile of its own."""
+    defs = scan.defs()
+    exprs = [e for _, e in scan.plan.defs] + [f.expr for f in scan.finals]
+    tex = {n.name: n.tex for e in exprs for n in ir.walk(e) if isinstance(n, ir.Var)}
+    return [Passed(n, ir.Var(n, "C", "Dv", tex.get(n, n)), VCOLS) for n in scan.computes
+            if defs[n].shape() == ("C", "Dv") and not isinstance(defs[n], ir.Var) and _has_product(defs[n])]
+
+
 @dataclass
 class KSide:
     """What the gradient stage's K side starts from (split_gradients), for split_k."""
@@ -257,6 +271,13 @@ def split_gradients(plan: Plan, bwd, hoisted=()) -> GradientSplit:
     adj_plain = dict(adj.defs)
     hmap = {p.expr: _named_tile(p.name, p.expr) for p in hoisted if not isinstance(p.expr, ir.Var)}
     adj_defs = {n: _replace(e, hmap) for n, e in adj.defs.items()} if hmap else adj.defs
+    # a hoisted tile that is a definition of its own (the scan's δU): any other
+    # definition holding the same expression (δV_new's claim repeats δU's) reads it too
+    same = {adj_defs[p.expr.name]: p.expr for p in hoisted
+            if isinstance(p.expr, ir.Var) and p.expr.name in adj_defs}
+    if same:
+        adj_defs = {n: e if n in {v.name for v in same.values()} else _replace(e, same)
+                    for n, e in adj_defs.items()}
     finals = _grad_finals(bwd, adj.named)
     dmap = dict(plan.defs)
     dmap.update(adj_defs)

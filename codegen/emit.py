@@ -42,6 +42,7 @@ class Stored:
     size: str                     # elements per chunk
     offsets: str                  # of the tile's elements within a chunk's block
     value: Optional[str] = None   # the dense tile written (tiles the kernel writes)
+    over: Optional[str] = None    # a tile read by the same kernel, last, whose buffer it is written over
 
 
 @dataclass
@@ -334,8 +335,8 @@ class BackwardStages:
         """Per stage, the host buffers of passed tiles (r_<name>) that no later kernel
         reads: the host code drops them after that stage's launch, so that they do not
         add to the peak memory of what comes after."""
-        stages = [(n, getattr(self, n)) for n in ("reverse_pre", "reverse_scan", "grad_v", "grad_k", "grad_c",
-                                                  "grad_kb") if getattr(self, n)]
+        stages = [(n, getattr(self, n)) for n in ("reverse", "reverse_pre", "reverse_scan", "grad_v", "grad_k",
+                                                  "grad_c", "grad_kb") if getattr(self, n)]
         last = {}
         for n, st in stages:
             for s in st.reads_passed:
@@ -358,6 +359,26 @@ def _computing_hoisted(kp: KernelPlan) -> KernelPlan:
     computes += [n for n in kp.computes if n not in computes]
     new_reads = [n for n in order if (n in kp.reads and n not in want) or n in reads]
     return dataclasses.replace(kp, computes=computes, reads=new_reads)
+
+
+def _write_over(kp: KernelPlan, st: Stage, later: List[Stage]) -> None:
+    """Each tile ``st`` writes for a later kernel takes the buffer of a tile of the same
+    layout that it reads, that its own definition reads and that no ``later`` kernel
+    reads (the scan's δU over the hoisted part of it, hr0): no second buffer, and the
+    kernel stores through the pointers it loaded with (on sm_90 a second C x Dv
+    pointer tile in the scan's loop cost 400-700 B of spills).  A value formed from the
+    tile is stored only after every element of it was loaded, so the reads are safe."""
+    defs = kp.defs()
+    gone = {s.name for x in later for s in x.reads_passed}
+    out = []
+    for w in st.writes_passed:
+        src = next((r for r in st.reads_passed if (r.layout, r.size, r.offsets) == (w.layout, w.size, w.offsets)
+                    and r.name not in gone and r.name in var_names(defs[w.name])), None)
+        if src is not None:
+            gone.add(src.name)
+            w = dataclasses.replace(w, over=src.name)
+        out.append(w)
+    st.writes_passed = out
 
 
 def _bytes_per_row(st: Stage, plan: Plan) -> int:
@@ -387,15 +408,22 @@ def backward_stages(plan: Plan, bwd) -> BackwardStages:
         alt = _stage(_computing_hoisted(kp), f"{name} {where}", extra_loads=loads, extra_env=env, **kw)
         return alt if _bytes_per_row(alt, plan) <= _bytes_per_row(st, plan) else st
     pre, scan = backward.hoist_reverse(plan, bwd)
+    if not pre.writes_passed:
+        scan = backward.reverse_scan(plan, bwd)
+    # the scan's own C x Dv tiles that the V kernel would form again: the scan writes
+    # those the V kernel then reads (backward.scan_tiles)
+    carried = backward.scan_tiles(scan)
+    split = backward.split_gradients(plan, bwd, pre.writes_passed + carried)
+    read = {p.name for p in split.v.reads_passed}
+    scan = dataclasses.replace(scan, writes_passed=[p for p in carried if p.name in read])
     reverse = reverse_pre = reverse_scan = None
     if pre.writes_passed:
         reverse_pre = printed(pre, "reverse scan's parallel kernel")
         reverse_scan = printed(scan, "reverse scan kernel", sequential=True, roots=["b_dS_prev"])
     else:
-        reverse = printed(backward.reverse_scan(plan, bwd), "reverse scan kernel", sequential=True,
-                          roots=["b_dS_prev"])
-    split = backward.split_gradients(plan, bwd, pre.writes_passed)
+        reverse = printed(scan, "reverse scan kernel", sequential=True, roots=["b_dS_prev"])
     grad_v = printed(split.v, "gradient V kernel", state_in_memory=True, gradient=True)
+    _write_over(scan, reverse_scan or reverse, [grad_v])
     ck, kb = backward.split_k(plan, split.k_side)
     grad_k = grad_c = grad_kb = None
     if ck.writes_passed:

@@ -318,6 +318,7 @@ class Launch:
     tuned: tuple = ()          # constexprs autotune may change: a V-tiled kernel's BV
     autotune: bool = False
     guarded: bool = False
+    restore: tuple = ()        # arguments it writes over after reading them: autotune's trials put them back
 
     def passes(self):
         """The extra constexprs of each launch of one call, in order."""
@@ -341,7 +342,7 @@ class Launch:
 
     def on(self, fn):
         """What to launch: ``fn``, or its autotuned form; a guarded kernel's two passes."""
-        f = _autotuned(fn, tuple((tuple(sorted(b.items())), w, st) for b, w, st in self.configs())) \
+        f = _autotuned(fn, tuple((tuple(sorted(b.items())), w, st) for b, w, st in self.configs()), self.restore) \
             if self.autotune else fn
         return _Passes(f, self.passes()) if self.guarded else f
 
@@ -362,15 +363,16 @@ class _Passes:
 _AUTOTUNED = {}
 
 
-def _autotuned(fn, configs):
-    key = (fn, configs)
+def _autotuned(fn, configs, restore=()):
+    key = (fn, configs, restore)
     if key not in _AUTOTUNED:
         # keyed on the sizes that change the best tiling (BV where it is not tuned: the
         # gradient kernels' V block, narrowed after a launch that did not fit); the
-        # pointers' dtypes are in autotune's key already.  Every kernel only writes its outputs: no restore needed
+        # pointers' dtypes are in autotune's key already.  A kernel writes only its
+        # outputs, but for ``restore``: tiles it writes over after reading them
         _AUTOTUNED[key] = triton.autotune(
             configs=[triton.Config(dict(b), num_warps=w, num_stages=st) for b, w, st in configs],
-            key=["H", "K", "V", "BT", "BV"])(fn)
+            key=["H", "K", "V", "BT", "BV"], restore_value=list(restore) or None)(fn)
     return _AUTOTUNED[key]
 
 

@@ -326,6 +326,7 @@ def _dstateh_kernel(q, k, do, in_W, r_hr0, dh, dht, dh0, scale, T,
         # dVnew = \mathbf{K} \delta \mathbf{S}_{[t]}^\top + (\left(\mathbf{Q} \mathbf{K}^\top \odot
         #   \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}) [claim delta_rule.dVnew, delta_rule.py §chunk backward]
         b_dVnew = (tl.dot(b_K.to(DT3).to(CT3), tl.trans(b_ds).to(DT3).to(CT3), input_precision=PREC3) + b_hr0)
+        tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dVnew)
         # dS_prev = \delta \mathbf{S}_{[t]} + \delta \mathbf{O}_{[t]}^\top \mathbf{Q} - \delta \mathbf{V}_{new}^\top
         #   \mathbf{W} [claim delta_rule.dS_prev, delta_rule.py §chunk backward]
         b_dS_prev = ((b_ds + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), b_Q.to(DT3).to(CT3), input_precision=PREC3))
@@ -342,8 +343,8 @@ def _dstateh_kernel(q, k, do, in_W, r_hr0, dh, dht, dh0, scale, T,
 # V block; the kernels after it read them summed over the blocks and never touch a tile
 # with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(k, v, beta, do, in_At, in_W, in_U, r_hr0, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5, h, dh, d_v,
-        scale, T, NCH,
+def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dVnew, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5, h, dh, d_v, scale,
+        T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -380,9 +381,8 @@ def _dgradv_kernel(k, v, beta, do, in_At, in_W, in_U, r_hr0, w_vr0, w_vr1, w_vr2
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
     p_c = i_c * H + i_h
-    b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
-    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.)
+    b_dVnew = tl.load(r_dVnew + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
+            other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
@@ -397,9 +397,6 @@ def _dgradv_kernel(k, v, beta, do, in_At, in_W, in_U, r_hr0, w_vr0, w_vr1, w_vr2
     # Vnew = \mathbf{U} - \mathbf{W} {\mathbf{S}_{[t-1]}^{C}}^\top [program delta_rule_chunk, under claims delta_rule.O,
     #   delta_rule.S]
     b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
-    # dVnew = \mathbf{K} \delta \mathbf{S}_{[t]}^\top + (\left(\mathbf{Q} \mathbf{K}^\top \odot \mathbf{M}\right)^\top
-    #   \delta \mathbf{O}_{[t]}) [claim delta_rule.dVnew, delta_rule.py §chunk backward]
-    b_dVnew = (tl.dot(b_K.to(DT3).to(CT3), tl.trans(b_ds).to(DT3).to(CT3), input_precision=PREC3) + b_hr0)
     # dU = \delta \mathbf{V}_{new}   [claim delta_rule.dU, delta_rule.py §chunk backward]
     b_dU = b_dVnew
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim delta_rule.dQ, delta_rule.py §input gradients]
@@ -633,7 +630,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     grad = (til.grad_warps, til.grad_stages)
     kernels += [
         Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune, False),
-        Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan, (), tune),
+        Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan, (), tune, restore=("r_hr0",)),
         Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
                False),
         Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune, False),
@@ -701,6 +698,8 @@ def _backward_states(q, k, v, beta, do, dht, scale, chunk_size=None, seqs=None):
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
+    r_dVnew = r_hr0     # written over hr0, read last by the kernel writing it
+
     spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, r_hr0, scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
     spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, k, do, W, r_hr0, dh,
@@ -751,6 +750,8 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
+    r_dVnew = r_hr0     # written over hr0, read last by the kernel writing it
+
     spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, r_hr0, scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
     spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, k, do, W, r_hr0, dh,
@@ -758,6 +759,7 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
                                                 H=H, HQ=HQ, **sq, use_dht=int(dht is not None),
                                                         **spec["_dstateh_kernel"].kwargs)
 
+    del r_hr0     # read by the reverse scan only
     NV, NCH, BKF = spec.NV, B * NT * H, BK
     r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
@@ -768,12 +770,12 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](k, v, beta, do, At, W, U, r_hr0, r_vr0, r_vr1, r_vr2,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](v, beta, do, At, W, U, r_dVnew, r_vr0, r_vr1, r_vr2,
             r_vr3, r_vr4, r_vr5, h, dh, d_v, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     # the chunk states and their gradients are read by the V kernel only: dropped before
     # the K side's buffers are allocated (peak memory)
-    del h, dh, r_hr0
+    del h, dh, r_dVnew
     # per value head, in fp32, then summed over each query/key head's group
     d_q = empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
     # per value head, in fp32, then summed over each query/key head's group

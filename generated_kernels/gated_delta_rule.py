@@ -21,8 +21,8 @@ from ._runtime import (  # noqa: F401
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
-        grad_BV=128, grad_BK=32, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='input',
-        gradv_dots='tf32', grad_dots='input', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
+        grad_BV=128, grad_BK=32, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='tf32_mixed',
+        gradv_dots='input', grad_dots='input', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
         fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_h'), ('beta', 'head'))
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
@@ -408,6 +408,7 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T,
         b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + b_gC_log))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2),
                 input_precision=PREC2)
                 + b_hr0)
+        tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dU)
         # dS_prev = \gamma_{[t]}^{C} \delta \mathbf{S}_{[t]}^{C} + \delta \mathbf{O}_{[t]}^\top
         #   \overleftarrow{\mathbf{Q}_{[t]}} - \delta \mathbf{U}_{[t]}^\top \overleftarrow{\mathbf{W}_{[t]}} [claim
         #   gdn.bwd.dS_prev, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
@@ -426,7 +427,7 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T,
 # V block; the kernels after it read them summed over the blocks and never touch a tile
 # with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, r_hr0, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5,
+def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, r_dU, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5,
         w_vr6, w_vr7, w_vr8, h, dh, d_v, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
@@ -464,7 +465,7 @@ def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, r_hr0, w_vr0
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
     p_c = i_c * H + i_h
-    b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
+    b_dU = tl.load(r_dU + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -495,15 +496,7 @@ def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, r_hr0, w_vr0
     # Vnew = \mathbf{U}_{[t]} - \overleftarrow{\mathbf{W}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top [program gdn_chunk_kda,
     #   under claims gdn.bwd.fwd_O, gdn.bwd.fwd_S]
     b_Vnew = (b_U - tl.dot(b_Wl.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
-    # dU = \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}} {\delta \mathbf{S}_{[t]}^{C}}^\top +
-    #   (\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top
-    #   \delta \mathbf{O}_{[t]}) [claim gdn.bwd.dU, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-    b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + b_gC_log))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2),
-            input_precision=PREC2)
-            + b_hr0)
-    # dVnew = \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}} {\delta \mathbf{S}_{[t]}^{C}}^\top +
-    #   (\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top
-    #   \delta \mathbf{O}_{[t]}) [claim gdn.bwd.dVnew, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
+    # dVnew = \delta \mathbf{U}_{[t]}   [claim gdn.bwd.dVnew, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_dVnew = b_dU
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim gdn.bwd.dQl, 002_6404d08dac0301ed.txt §4.1
     #   前向传播, line 118]
@@ -853,7 +846,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     grad = (til.grad_warps, til.grad_stages)
     kernels += [
         Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune, False),
-        Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan, (), tune),
+        Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan, (), tune, restore=("r_hr0",)),
         Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
                False),
         Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune, False),
@@ -925,6 +918,8 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None, seqs=Non
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
+    r_dU = r_hr0     # written over hr0, read last by the kernel writing it
+
     spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
     spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, k, do, Gamma, Wl, r_hr0, dh,
@@ -977,6 +972,8 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
+    r_dU = r_hr0     # written over hr0, read last by the kernel writing it
+
     spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
     spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, k, do, Gamma, Wl, r_hr0, dh,
@@ -984,6 +981,7 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
                                                 H=H, HQ=HQ, **sq, use_dht=int(dht is not None),
                                                         **spec["_dstateh_kernel"].kwargs)
 
+    del r_hr0     # read by the reverse scan only
     NV, NCH, BKF = spec.NV, B * NT * H, BK
     r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
@@ -997,12 +995,12 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, beta, do, Gamma, At, Wl, U, r_hr0, r_vr0, r_vr1,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, beta, do, Gamma, At, Wl, U, r_dU, r_vr0, r_vr1,
             r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, h, dh, d_v, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     # the chunk states and their gradients are read by the V kernel only: dropped before
     # the K side's buffers are allocated (peak memory)
-    del h, dh, r_hr0
+    del h, dh, r_dU
     # per value head, in fp32, then summed over each query/key head's group
     d_q = empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
     # per value head, in fp32, then summed over each query/key head's group

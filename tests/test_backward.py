@@ -323,6 +323,25 @@ def test_hoisted_reverse_scan(name):
     assert scan is not None and not any("_masked_gated_dot" in ln.code for ln in scan.lines)
 
 
+@pytest.mark.parametrize("name", VARIANTS)
+def test_scan_writes_the_tiles_the_v_kernel_would_form_again(name):
+    # a C x V tile with a product that the reverse scan forms at every chunk (delta U of
+    # the delta rules) is written by the scan, over the hoisted tile it adds to, and read
+    # by the V kernel, which neither forms it again nor reads that hoisted tile
+    bw = emit.backward_stages(*planned(name))
+    scan = bw.reverse_scan or bw.reverse
+    written = {s.name: s for s in scan.writes_passed}
+    read = {s.name for s in bw.grad_v.reads_passed}
+    assert set(written) <= read
+    if name in ("gated_delta_rule", "kda", "dplr_delta_rule", "delta_rule"):
+        assert written and {s.over for s in written.values()} <= {s.name for s in scan.reads_passed}
+        assert not read & {s.over for s in written.values()}
+        formed = {ln.code for ln in scan.lines if ln.target in {f"b_{n}" for n in written}}
+        assert formed and not formed & {ln.code for ln in bw.grad_v.lines}
+    else:       # nothing of the kind in the linear-attention scans
+        assert not written
+
+
 class _PoisonedTorch:
     """torch, but every torch.empty comes filled with NaN: a kernel that reads memory no
     kernel wrote (a padded column, a V block past the last) then shows it."""

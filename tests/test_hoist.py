@@ -78,15 +78,18 @@ def _kernels(name):
 
 
 def test_parallel_kernels_read_the_operand_only_where_it_saves_reads():
-    """KDA's gradient V kernel reads hs0 instead of K and the whole log gate; its KB
-    kernel, which reads both for other lines anyway, computes it; the reverse scan
-    (sequential) reads it.  GLA's gradient kernels read K and Gamma anyway: none reads
-    hs0, so it is not kept for the backward and is dropped after the forward's scan."""
+    """The reverse scan (sequential) reads KDA's hs0; its gradient kernels do not: the V
+    kernel reads delta U from the scan (the only line of it that multiplied hs0) and then
+    loads neither K nor the log gate, and the KB kernel reads both for other lines
+    anyway.  DPLR's V kernel forms its hs0 from K and the gate it loads for other
+    products.  GLA's gradient kernels read K and Gamma anyway: none reads hs0, so it is
+    not kept for the backward and is dropped after the forward's scan."""
     p, bw, src = _kernels("kda")
-    assert "hs0" in bw.grad_v.reads and "k" not in {ld.arg for ld in bw.grad_v.loads}
-    assert "hs0" not in bw.grad_kb.reads
-    assert "hs0" in bw.reverse_scan.reads
-    assert "kept = dict(" in src and "hs0=hs0" in src
+    assert "hs0" in bw.reverse_scan.reads and "kept = dict(" in src and "hs0=hs0" in src
+    assert not any("hs0" in st.reads for st in bw.gradient_kernels())
+    assert not {"k", "q"} & {ld.arg for ld in bw.grad_v.loads} and "Gamma" not in bw.grad_v.reads
+    p, bw, src = _kernels("dplr_delta_rule")
+    assert "hs0" not in bw.grad_v.reads and "k" in {ld.arg for ld in bw.grad_v.loads}
     p, bw, src = _kernels("gla")
     assert not any("hs0" in st.reads for st in [bw.reverse, *bw.gradient_kernels()] if st)
     assert "hs0=hs0" not in src and "del hs0" in src
