@@ -28,7 +28,7 @@ PROG = "compile_check.py"
 PTR = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 INTS = ("T", "H", "HQ", "NCH", "use_h0", "store_ht", "use_dht")
-FP32_STATES = ("h0", "ht", "dh", "dht", "dh0")     # states and their gradients: fp32 always
+FP32_STATES = ("h0", "ht", "dh", "dht", "dh0")     # states and their gradients: fp32 (dh: but see STORED_TYPES)
 SEQ_TABLES = ("cu", "ci", "co")     # cu_seqlens' tables (int32; never read without VARLEN)
 
 
@@ -61,6 +61,10 @@ def signature(fn, launch, mod, dtype, extra=None, spec=None):
             sig[name] = "i32"
         elif name in SEQ_TABLES or name == "rng":     # rng: a guarded kernel's chunk flags
             sig[name] = "*i32"
+        elif name == "dh" and "dh" in getattr(mod, "STORED_TYPES", {}) and spec is not None:
+            # delta S stored in the type the gradient V kernel rounds it to (Launches.stored_type)
+            sig[name] = "*fp32" if spec.stored_type(TORCH_DTYPES[dtype], mod.STORED_TYPES["dh"]) == torch.float32 \
+                else ptr
         elif name in FP32_STATES or name.startswith(("r_", "w_")):   # r_, w_: tiles passed between kernels
             sig[name] = "*fp32"
         elif name in tensors:

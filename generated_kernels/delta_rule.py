@@ -45,7 +45,7 @@ RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 
 FP32_TILES = ["At"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
-STORED_TYPES = {}
+STORED_TYPES = {"dh": [('_dgradv_kernel', 'DT2')]}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -746,7 +746,8 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
         At = kept["At"]
         W = kept["W"]
         U = kept["U"]
-    dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
+    # the V kernel, its only reader, rounds it to its product type: it is stored in that type
+    dh = torch.empty(B, NT, H, K, V, dtype=spec.stored_type(q.dtype, [('_dgradv_kernel', 'DT2')]), device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 

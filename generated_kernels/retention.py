@@ -44,7 +44,7 @@ RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 
 FP32_TILES = ["Gamma", "gamma_log"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
-STORED_TYPES = {}
+STORED_TYPES = {"dh": [('_dgradv_kernel', 'DT2'), ('_dgradv_kernel', 'DT3')]}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -605,7 +605,9 @@ def _backward(q, k, v, do, dht, scale, initial_state=None, chunk_size=None, kept
     else:
         h = kept["h"]
         Gamma = kept["Gamma"]
-    dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
+    # the V kernel, its only reader, rounds it to its product type: it is stored in that type
+    dh = torch.empty(B, NT, H, K, V,
+            dtype=spec.stored_type(q.dtype, [('_dgradv_kernel', 'DT2'), ('_dgradv_kernel', 'DT3')]), device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, do, Gamma, dh,
             dht if dht is not None else dh0, dh0, scale, T,

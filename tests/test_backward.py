@@ -232,6 +232,29 @@ def test_gradients_bf16(name):
 
 
 @pytest.mark.parametrize("name", VARIANTS)
+def test_dh_stored_in_the_type_its_reader_rounds_it_to(name, monkeypatch):
+    # where the gradient V kernel, dh's only reader, multiplies delta S only after rounding
+    # it to bf16 (DeltaNet, RetNet: no <S, delta S> for a gate's gradient), dh is stored
+    # in bf16 for bf16 inputs, and every gradient is bit for bit the one with dh in fp32
+    m = module(name)
+    from chunkproof.kernels import _runtime as rt
+    spec = m.launch_specs(torch.bfloat16, torch.device("cpu"), 48, 48)
+    stored = "dh" in m.STORED_TYPES and spec.stored_type(torch.bfloat16, m.STORED_TYPES["dh"]) == torch.bfloat16
+    assert stored == (name in ("delta_rule", "retention")), name
+    if not stored:
+        return
+    assert m.launch_specs(torch.float32, torch.device("cpu"), 48, 48).stored_type(
+        torch.float32, m.STORED_TYPES["dh"]) == torch.float32
+    _, got, _ = _grads_16bit(name, (1, 70, 2, 32, 48), 4, torch.bfloat16)
+    real = rt.Launches.stored_type
+    monkeypatch.setattr(rt.Launches, "stored_type", lambda self, dtype, readers: torch.float32
+                        if readers == m.STORED_TYPES["dh"] else real(self, dtype, readers))
+    _, wide, _ = _grads_16bit(name, (1, 70, 2, 32, 48), 4, torch.bfloat16)
+    for n in got:
+        assert torch.equal(got[n], wide[n]), f"{name} d{n}"
+
+
+@pytest.mark.parametrize("name", VARIANTS)
 def test_v_blocked_gradients(name):
     # three V blocks of 16 (V = 40): every V reduction is written per block to an fp32
     # buffer and the blocks are added by the kernels that read it
