@@ -243,6 +243,13 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
         for e in exprs:
             walk(e)
         return seen
+    # a named C x C product that reads no state and that the output reads (RWKV-6's
+    # gated Q K^T, Aqk): the output kernel, V-blocked, formed it once per V block and the
+    # gradient V kernel again; the intra stage computes it once per chunk and writes it
+    # (fp32, like the inverses), and every later kernel reads it
+    chunk_products = {n for n in reach([final[prog.output]]) if n not in stored and dmap[n].shape() == ("C", "C")
+                      and "S_prev" not in _closure(n, dmap) and _has_product(dmap[n])}
+    stored |= chunk_products
     scan_needed = reach(final.values())
     order = [n for n, _ in defs]
 
@@ -259,8 +266,8 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
     plan.sums = {n for n in plan.boundary if n in sums}
     for n in plan.boundary:
         rows, cols = dmap[n].shape()
-        if rows != "C" or cols not in (("Dk", "Dv", "1") if n in cum else ("Dk", "Dv", "C") if n in inverses
-                                       else ("Dk", "Dv")):
+        if rows != "C" or cols not in (("Dk", "Dv", "1") if n in cum else ("Dk", "Dv", "C")
+                                       if n in inverses | chunk_products else ("Dk", "Dv")):
             raise CodegenError(f"program {prog.name}: {n} ({rows}x{cols}) would cross stages; only "
                                f"C x Dk and C x Dv tiles (and C x 1 gate products, C x C inverses) are "
                                f"written between kernels")
@@ -272,6 +279,10 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
                 raise CodegenError(f"program {prog.name}: {n} inverts a matrix that is not provably "
                                    f"I + strictly lower triangular")
     return plan
+
+
+def _has_product(e) -> bool:
+    return any(isinstance(x, ir.MatMul) for x in ir.walk(e))
 
 
 def _dense_inverses(e, diag):

@@ -22,7 +22,7 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
         grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='input',
-        gradv_dots='tf32', grad_dots='tf32', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
+        gradv_dots='input', grad_dots='tf32', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
         fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 # the tiles' arguments, then the parameters' ([H, K] each)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('w', 'k')) + (('u', 'param_k'),)
@@ -40,18 +40,19 @@ PARAMS = (('r', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '
 RECURRENT_PARAMS = (('r', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False),
         ('w', 'w', '', '', False), ('u', 'u', '', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["Gc"]
+FP32_TILES = ["Aqk", "Gc"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')]}
 
 
 @triton.jit(do_not_specialize=["T"])
-def _intra_kernel(k, w, out_Gc, out_hs0, scale, T,
+def _intra_kernel(q, k, w, u, out_Gc, out_hs0, out_Aqk, rng, scale, T,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
+                          BLOCKED: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -77,14 +78,23 @@ def _intra_kernel(k, w, out_Gc, out_hs0, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
+    b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_G = tl.load(w + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_u = tl.load(u + i_h * K + o_k[:, None], mask=(o_k < K)[:, None], other=0.).to(tl.float32)
     # Gc = \text{cumsum}\left(\mathbf{G}\right)   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_Gc = tl.cumsum(b_G, axis=0)
     tl.store(out_Gc + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_Gc.to(out_Gc.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    # Ge = \mathbf{G}^c - \mathbf{G}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
+    b_Ge = (b_Gc - b_G)
     # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_gC = tl.trans(tl.sum(tl.where(m_last, b_Gc, 0.), axis=0, keep_dims=True))
     # hs0 = \mathbf{K} \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top - \mathbf{G}^c\right) [program rwkv6_chunk,
@@ -93,6 +103,22 @@ def _intra_kernel(k, w, out_Gc, out_hs0, scale, T,
     b_hs0 = (b_K * tl.exp(b_hs0_f))
     tl.store(out_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_hs0.to(out_hs0.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    # Ql = \mathbf{Q} \odot \exp\left(\mathbf{G}^e\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
+    #   (its gate factor, in log space)
+    b_Ql_f = b_Ge
+    # Kr = \mathbf{K} \odot \exp\left(-\mathbf{G}^c\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
+    #   (its gate factor, in log space)
+    b_Kr_f = (-b_Gc)
+    # Bu = \left(\mathbf{Q} \odot \mathbf{K}\right) \boldsymbol{u} [program rwkv6_chunk, under claims rwkv6.O_A,
+    #   rwkv6.S_stable]
+    b_Bu = tl.sum((b_Q * b_K) * tl.trans(b_u), axis=1, keep_dims=True)
+    # Aqk = \left(\overleftarrow{\mathbf{Q}} \overrightarrow{\mathbf{K}}^\top \odot \mathbf{M}_{-1}\right) +
+    #   \text{Diag}\left(\boldsymbol{b}^u\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
+    b_Aqk = (_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2, PREC2,
+            rng_c, BLOCKED)
+            + tl.where(m_eye, b_Bu, 0.))
+    tl.store(out_Aqk + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            b_Aqk.to(out_Aqk.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
 
 
 # T and the two flags are runtime values: fewer specialisations, fewer compiles.  The
@@ -155,12 +181,11 @@ def _state_kernel(v, in_Gc, in_hs0, h, h0, ht, scale, T,
 
 
 @triton.jit(do_not_specialize=["T"])
-def _out_kernel(q, k, v, w, u, in_Gc, h, o, rng, scale, T,
+def _out_kernel(q, v, w, in_Gc, in_Aqk, h, o, scale, T,
                 H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                        BLOCKED: tl.constexpr):
+                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -186,41 +211,25 @@ def _out_kernel(q, k, v, w, u, in_Gc, h, o, rng, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
-    rng_c = rng + i_c * H + i_h
-    if BLOCKED:
-        if tl.load(rng_c) == 0:
-            return
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_G = tl.load(w + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32)
-    b_u = tl.load(u + i_h * K + o_k[:, None], mask=(o_k < K)[:, None], other=0.).to(tl.float32)
     b_Gc = tl.load(in_Gc + ((bos + i_t * BT) * H + i_h) * K
             + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
+    b_Aqk = tl.load(in_Aqk + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     # Ge = \mathbf{G}^c - \mathbf{G}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_Ge = (b_Gc - b_G)
     # Ql = \mathbf{Q} \odot \exp\left(\mathbf{G}^e\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     #   (its gate factor, in log space)
     b_Ql_f = b_Ge
-    # Kr = \mathbf{K} \odot \exp\left(-\mathbf{G}^c\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-    #   (its gate factor, in log space)
-    b_Kr_f = (-b_Gc)
-    # Bu = \left(\mathbf{Q} \odot \mathbf{K}\right) \boldsymbol{u} [program rwkv6_chunk, under claims rwkv6.O_A,
-    #   rwkv6.S_stable]
-    b_Bu = tl.sum((b_Q * b_K) * tl.trans(b_u), axis=1, keep_dims=True)
-    # Aqk = \left(\overleftarrow{\mathbf{Q}} \overrightarrow{\mathbf{K}}^\top \odot \mathbf{M}_{-1}\right) +
-    #   \text{Diag}\left(\boldsymbol{b}^u\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-    b_Aqk = (_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2, PREC2,
-            rng_c, BLOCKED)
-            + tl.where(m_eye, b_Bu, 0.))
     # O = \overleftarrow{\mathbf{Q}} {\mathbf{S}_{[t-1]}^{C}}^\top + \mathbf{A} \mathbf{V} [claim rwkv6.O_A, rwkv6.py
     #   §chunk forward]
     b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3)
@@ -304,12 +313,12 @@ def _dstate_kernel(q, w, do, in_Gc, dh, dht, dh0, scale, T,
 # V block; the kernels after it read them summed over the blocks and never touch a tile
 # with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, w, do, u, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, rng, scale, T, NCH,
+def _dgradv_kernel(k, v, do, in_Gc, in_Aqk, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                           BKF: tl.constexpr, BVF: tl.constexpr, BLOCKED: tl.constexpr):
+                           BKF: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -335,50 +344,30 @@ def _dgradv_kernel(q, k, v, w, do, u, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, 
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
-    rng_c = rng + i_c * H + i_h
-    if BLOCKED:
-        if tl.load(rng_c) == 0:
-            return
     o_one = tl.zeros([1], dtype=tl.int32)
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
     p_c = i_c * H + i_h
-    b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
-    b_G = tl.load(w + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32)
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
-    b_u = tl.load(u + i_h * K + o_k[:, None], mask=(o_k < K)[:, None], other=0.).to(tl.float32)
     b_Gc = tl.load(in_Gc + ((bos + i_t * BT) * H + i_h) * K
             + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
     b_Gc_last = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
-    # Ge = \mathbf{G}^c - \mathbf{G}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-    b_Ge = (b_Gc - b_G)
+    b_Aqk = tl.load(in_Aqk + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_gC = tl.trans(b_Gc_last)
-    # Ql = \mathbf{Q} \odot \exp\left(\mathbf{G}^e\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-    #   (its gate factor, in log space)
-    b_Ql_f = b_Ge
     # Kr = \mathbf{K} \odot \exp\left(-\mathbf{G}^c\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     #   (its gate factor, in log space)
     b_Kr_f = (-b_Gc)
-    # Bu = \left(\mathbf{Q} \odot \mathbf{K}\right) \boldsymbol{u} [program rwkv6_chunk, under claims rwkv6.O_A,
-    #   rwkv6.S_stable]
-    b_Bu = tl.sum((b_Q * b_K) * tl.trans(b_u), axis=1, keep_dims=True)
-    # Aqk = \left(\overleftarrow{\mathbf{Q}} \overrightarrow{\mathbf{K}}^\top \odot \mathbf{M}_{-1}\right) +
-    #   \text{Diag}\left(\boldsymbol{b}^u\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-    b_Aqk = (_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2, PREC2,
-            rng_c, BLOCKED)
-            + tl.where(m_eye, b_Bu, 0.))
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim rwkv6.dQl, rwkv6.py §chunk backward]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
     tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
@@ -567,9 +556,9 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     kernels = [
         # the intra kernel holds every V column of a chunk
         Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
-               False),
+               True),
         Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
-        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, True),
+        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, False),
     ]
     BVG, fits = fitted_grad_bv("chunk_rwkv6", dtype, device, K, V, min(til.grad_BV, BV_full), til)
     NV = triton.cdiv(V, BVG)
@@ -581,7 +570,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     kernels += [
         Launch("_dstate_kernel", dict(dims, **rtypes), *scan, ("BV",), tune),
         Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
-               True),
+               False),
         Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune, True),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits)
@@ -605,7 +594,8 @@ def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size
     Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, w, Gc, hs0, scale, T,
+    Aqk = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, w, u, Gc, hs0, Aqk, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     o = empty_like(v)
@@ -617,11 +607,11 @@ def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size
             T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
     del hs0     # read by the state scan alone
-    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, w, u, Gc, h, o, rng,
-            scale, T,
+    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, v, w, Gc, Aqk, h, o, scale,
+            T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
-        kept = dict(Gc=Gc, h=h)
+        kept = dict(Gc=Gc, Aqk=Aqk, h=h)
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -645,7 +635,8 @@ def _backward_states(q, k, v, w, u, do, dht, scale, chunk_size=None, seqs=None):
     Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, w, Gc, hs0, scale, T,
+    Aqk = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, w, u, Gc, hs0, Aqk, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
@@ -681,7 +672,8 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
         Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         # the products that read hs0 round it to their type: it is stored in that type
         hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, w, Gc, hs0, scale, T,
+        Aqk = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, w, u, Gc, hs0, Aqk, rng, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
@@ -695,6 +687,7 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
     else:
         h = kept["h"]
         Gc = kept["Gc"]
+        Aqk = kept["Aqk"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, w, do, Gc, dh,
@@ -711,8 +704,8 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, w, do, u, Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4,
-            h, dh, d_v, rng, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](k, v, do, Gc, Aqk, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, h,
+            dh, d_v, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     # the chunk states and their gradients are read by the V kernel only: dropped before
     # the K side's buffers are allocated (peak memory)

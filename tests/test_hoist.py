@@ -8,6 +8,7 @@ import pytest
 from chunkproof.codegen import emit, hoist, plan
 from chunkproof.codegen.variants import BY_NAME
 from chunkproof.derivations import ir
+from chunkproof.fuzz import cases
 from tests.helpers import fresh_derivation, planned
 
 VECTOR = ["gla", "kda", "dplr_delta_rule", "rwkv6"]
@@ -155,3 +156,18 @@ def test_a_users_named_operand_keeps_its_name(tmp_path):
     assert p.hoisted == {"Kd"} and "Kd" in p.boundary
     assert not any(n.startswith("hs") for n, _ in p.defs)
     assert p.claims["S"].id == "gla_log.S"
+
+
+def test_a_named_chunk_product_is_formed_once_per_chunk():
+    """RWKV-6's Aqk (a C x C gated product that reads no state and that the output
+    reads) is written by the intra kernel, in fp32; the output kernel (V-blocked) and the
+    gradient V kernel read it and form no gated product of their own.  GLA's (Q K^T . M)
+    is unnamed inside O's claim: nothing of it moves."""
+    p, bw, src = _kernels("rwkv6")
+    intra, _, out = emit.forward_stages(p)
+    assert "Aqk" in p.boundary and "Aqk" in intra.writes and "Aqk" in out.reads and "Aqk" in bw.grad_v.reads
+    assert any("_masked_gated_dot" in ln.code for ln in intra.lines)
+    assert not any("_masked_gated_dot" in ln.code for st in (out, bw.grad_v) for ln in st.lines)
+    assert "Aqk" in cases.module("rwkv6").FP32_TILES
+    p, _, _ = _kernels("gla")
+    assert all(dict(p.defs)[n].shape() != ("C", "C") for n in p.boundary)
