@@ -365,9 +365,9 @@ def _write_over(kp: KernelPlan, st: Stage, later: List[Stage]) -> None:
     """Each tile ``st`` writes for a later kernel takes the buffer of a tile of the same
     layout that it reads, that its own definition reads and that no ``later`` kernel
     reads (the scan's δU over the hoisted part of it, hr0): no second buffer, and the
-    kernel stores through the pointers it loaded with (on sm_90 a second C x Dv
-    pointer tile in the scan's loop cost 400-700 B of spills).  A value formed from the
-    tile is stored only after every element of it was loaded, so the reads are safe."""
+    kernel stores through the pointers it loaded with (a second pointer tile in the
+    scan's loop spilled: docs/measurements.md).  A value formed from the tile is stored
+    only after every element of it was loaded, so the reads are safe."""
     defs = kp.defs()
     gone = {s.name for x in later for s in x.reads_passed}
     out = []
