@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from chunkproof.derivations import ir
 from chunkproof.derivations.dsl import Claim, Derivation, Program
+from chunkproof.derivations.latex import to_latex
 from chunkproof.derivations.loader import bundled
 from chunkproof.verify.check import check as verify_claim
 from .hoist import hoist
@@ -247,6 +248,17 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
     # gated Q K^T, Aqk): the output kernel, V-blocked, formed it once per V block and the
     # gradient V kernel again; the intra stage computes it once per chunk and writes it
     # (fp32, like the inverses), and every later kernel reads it
+    # one the output's claim leaves unnamed ((Q K^T . M) inside O) is named first, as the
+    # scan's operands are (ch0, ch1, ...; the same expression, so the claim is unchanged)
+    named_out, new = _name_chunk_products(final[prog.output], dmap, gates, lambda n: n in dmap or n in inputs)
+    if new:
+        final[prog.output] = named_out
+        at = [n for n, _ in defs].index(prog.output) if prog.output in dmap else len(defs)
+        defs[at:at] = new
+        if prog.output in dmap:
+            defs[at + len(new)] = (prog.output, named_out)
+        plan.defs = defs
+        dmap = dict(defs)
     chunk_products = {n for n in reach([final[prog.output]]) if n not in stored and dmap[n].shape() == ("C", "C")
                       and "S_prev" not in _closure(n, dmap) and _has_product(dmap[n])}
     stored |= chunk_products
@@ -279,6 +291,28 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
                 raise CodegenError(f"program {prog.name}: {n} inverts a matrix that is not provably "
                                    f"I + strictly lower triangular")
     return plan
+
+
+def _name_chunk_products(e, dmap, gates, taken):
+    """``e`` with every maximal C x C subexpression that holds a product, reads no state
+    and reads one of ``gates`` (C x Dk gate tiles: a product with an exp per channel,
+    worth forming once; a scalar-gated one is a plain product, cheaper to form again than
+    to read in fp32) replaced by a tile ch<i>, and the new definitions [(name, expression)]."""
+    found: Dict[ir.Expr, str] = {}
+
+    def free(x) -> bool:
+        names = var_names(x)
+        reads = names.union(*(_closure(n, dmap) for n in names if n in dmap))
+        return "S_prev" not in reads and bool(reads & gates)
+
+    def sub(x):
+        if x.shape() == ("C", "C") and not isinstance(x, ir.Var) and _has_product(x) and free(x):
+            if x not in found:
+                found[x] = next(f"ch{j}" for j in range(len(found), len(found) + 100) if not taken(f"ch{j}"))
+            return ir.Var(found[x], "C", "C", "(" + to_latex(x) + ")")
+        return x if isinstance(x, ir.Var) else x.map_children(sub)
+    out = sub(e)
+    return out, [(n, x) for x, n in found.items()]
 
 
 def _has_product(e) -> bool:

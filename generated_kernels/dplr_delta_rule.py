@@ -44,14 +44,14 @@ PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '
 RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False),
         ('a', 'a', '', '', False), ('b', 'b', '', '', False), ('gk', 'gk', '', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["E", "Gamma"]
+FP32_TILES = ["ch0", "ch1", "E", "Gamma"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')], "hs1": [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]}
 
 
 @triton.jit(do_not_specialize=["T"])
-def _intra_kernel(k, v, gk, a, b, out_Gamma, out_hs0, out_hs1, out_E, out_W, out_C, rng, scale, T,
+def _intra_kernel(q, k, v, gk, a, b, out_Gamma, out_hs0, out_hs1, out_E, out_W, out_C, out_ch0, out_ch1, rng, scale, T,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -86,6 +86,8 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_hs0, out_hs1, out_E, out_W, out
     if BLOCKED:
         if tl.load(rng_c) == 0:
             return
+    b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -106,6 +108,9 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_hs0, out_hs1, out_E, out_W, out
     b_Gamma = tl.exp(b_Gamma_log)
     # gC = \mathbf{\Gamma}_{[t]}^{C}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
     b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
+    #   dplr.fla.S.regrouped] (its gate factor, in log space)
+    b_Ql_f = b_Gamma_log
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
@@ -151,6 +156,18 @@ def _intra_kernel(k, v, gk, a, b, out_Gamma, out_hs0, out_hs1, out_E, out_W, out
             b_V.to(DT3).to(CT3), input_precision=PREC3))
     tl.store(out_C + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_C.to(out_C.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    # ch0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)
+    #   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
+    b_ch0 = _masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2,
+            rng_c, BLOCKED)
+    tl.store(out_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            b_ch0.to(out_ch0.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
+    # ch1 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right)
+    #   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
+    b_ch1 = _masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2,
+            rng_c, BLOCKED)
+    tl.store(out_ch1 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            b_ch1.to(out_ch1.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
 
 
 # T and the two flags are runtime values: fewer specialisations, fewer compiles.  The
@@ -227,12 +244,11 @@ def _state_kernel(v, in_Gamma, in_hs0, in_hs1, in_W, in_C, h, h0, ht, scale, T,
 
 
 @triton.jit(do_not_specialize=["T"])
-def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, rng, scale, T,
+def _out_kernel(q, v, in_Gamma, in_W, in_C, in_ch0, in_ch1, h, o, scale, T,
                 H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                        BLOCKED: tl.constexpr):
+                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -258,21 +274,13 @@ def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, rng, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
-    rng_c = rng + i_c * H + i_h
-    if BLOCKED:
-        if tl.load(rng_c) == 0:
-            return
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
-    b_B = tl.load(b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
             + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
@@ -280,31 +288,25 @@ def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, rng, scale, T,
             & (o_k < K)[None, :], other=0.)
     b_C = tl.load(in_C + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
+    b_ch0 = tl.load(in_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+    b_ch1 = tl.load(in_ch1 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
     b_Ql_f = b_Gamma_log
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
-    #   dplr.fla.S.regrouped] (its gate factor, in log space)
-    b_Kr_f = (-b_Gamma_log)
-    # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
-    #   dplr.fla.S.regrouped] (its gate factor, in log space)
-    b_Ar_f = b_Kr_f
     # V1 = \mathbf{V}_{[t]}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
     b_V1 = b_V
     # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top [program dplr_fla_chunk, under claims
     #   dplr.fla.O, dplr.fla.S.regrouped]
     b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
-    # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}}
-    #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],1} +
-    #   \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right)
+    # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}}
+    #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)) \mathbf{V}_{[t],1} +
+    #   (\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right))
     #   \mathbf{V}_{[t],2} [claim dplr.fla.O, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR, line 916, row 5]
     b_O = ((tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3)
-            + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2,
-            PREC2, rng_c, BLOCKED).to(DT3).to(CT3),
-            b_V1.to(DT3).to(CT3), input_precision=PREC3))
-            + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, BT, DT2, CT2,
-            PREC2, rng_c, BLOCKED).to(DT2).to(CT2),
-            b_V2.to(DT2).to(CT2), input_precision=PREC2))
+            + tl.dot(b_ch0.to(DT3).to(CT3), b_V1.to(DT3).to(CT3), input_precision=PREC3))
+            + tl.dot(b_ch1.to(DT2).to(CT2), b_V2.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty),
             mask=m_r[:, None] & (o_v < V)[None, :])
@@ -314,12 +316,12 @@ def _out_kernel(q, k, v, b, in_Gamma, in_W, in_C, h, o, rng, scale, T,
 # the reverse scan's state-free C x V products, for all chunks in parallel (the
 # intra-chunk part of delta U): the sequential loop below keeps only what reads delta S
 @triton.jit(do_not_specialize=["T"])
-def _dstate_pre_kernel(q, b, do, in_Gamma, w_hr0, rng, scale, T,
+def _dstate_pre_kernel(do, in_ch1, w_hr0, scale, T,
                        H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                        BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                        DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                        PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                               BVF: tl.constexpr, BLOCKED: tl.constexpr):
+                               BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); BVF: the padded V of the tiles written
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -345,32 +347,16 @@ def _dstate_pre_kernel(q, b, do, in_Gamma, w_hr0, rng, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
-    rng_c = rng + i_c * H + i_h
-    if BLOCKED:
-        if tl.load(rng_c) == 0:
-            return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_B = tl.load(b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.)
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
-            + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
-            other=0.).to(tl.float32)
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
-    #   dplr.fla.S.regrouped] (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
-    # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
-    #   dplr.fla.S.regrouped] (its gate factor, in log space)
-    b_Ar_f = (-b_Gamma_log)
-    # hr0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right)^\top
-    #   \delta \mathbf{O}_{[t]} [claim dplr.fla.dS_prev, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_hr0 = tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, BT,
-            DT2, CT2, PREC2, rng_c, BLOCKED)).to(DT3).to(CT3),
-            b_dO.to(DT3).to(CT3), input_precision=PREC3)
+    b_ch1 = tl.load(in_ch1 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+    # hr0 = {(\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot
+    #   \mathbf{M}\right))}^\top \delta \mathbf{O}_{[t]} [claim dplr.fla.dS_prev, 000_cb349aeede08771a.txt
+    #   §不包含外挂Gate的DPLR]
+    b_hr0 = tl.dot(tl.trans(b_ch1).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3)
 
     tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0)
 
@@ -437,8 +423,8 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs1, in_W, r_hr0, dh, dht, dh0, scale, T
         #   dplr.fla.S.regrouped] (its gate factor, in log space)
         b_Ql_f = b_Gamma_log
         # dV2 = (\overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)) {\delta
-        #   \mathbf{S}_{[t]}^C}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top
-        #   \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}) [claim dplr.fla.dV2, 000_cb349aeede08771a.txt
+        #   \mathbf{S}_{[t]}^C}^\top + ({(\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top
+        #   \odot \mathbf{M}\right))}^\top \delta \mathbf{O}_{[t]}) [claim dplr.fla.dV2, 000_cb349aeede08771a.txt
         #   §不包含外挂Gate的DPLR]
         b_dV2 = (tl.dot(b_hs1.to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + b_hr0)
         tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dV2)
@@ -463,7 +449,7 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs1, in_W, r_hr0, dh, dht, dh0, scale, T
 # V block; the kernels after it read them summed over the blocks and never touch a tile
 # with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, gk, a, do, in_Gamma, in_E, in_W, in_C, r_dV2, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5,
+def _dgradv_kernel(k, v, gk, a, do, in_Gamma, in_E, in_W, in_C, in_ch0, r_dV2, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5,
         w_vr6, w_vr7, w_vr8, h, dh, d_v, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
@@ -506,8 +492,6 @@ def _dgradv_kernel(q, k, v, gk, a, do, in_Gamma, in_E, in_W, in_C, r_dV2, w_vr0,
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
     p_c = i_c * H + i_h
     b_dV2 = tl.load(r_dV2 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
-    b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -531,11 +515,10 @@ def _dgradv_kernel(q, k, v, gk, a, do, in_Gamma, in_E, in_W, in_C, r_dV2, w_vr0,
             & (o_k < K)[None, :], other=0.)
     b_C = tl.load(in_C + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
+    b_ch0 = tl.load(in_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     # gC = \mathbf{\Gamma}_{[t]}^{C}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
     b_gC_log = tl.trans(b_Gamma_log_last)
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
-    #   dplr.fla.S.regrouped] (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
@@ -554,13 +537,11 @@ def _dgradv_kernel(q, k, v, gk, a, do, in_Gamma, in_E, in_W, in_C, r_dV2, w_vr0,
     # dC = \delta \mathbf{V}_{[t],2}   [claim dplr.fla.dC, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_dC = b_dV2
     # dV1 = (\overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)) {\delta
-    #   \mathbf{S}_{[t]}^C}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot
-    #   \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]} [claim dplr.fla.dV1, 000_cb349aeede08771a.txt
+    #   \mathbf{S}_{[t]}^C}^\top + {(\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot
+    #   \mathbf{M}\right))}^\top \delta \mathbf{O}_{[t]} [claim dplr.fla.dV1, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_dV1 = (tl.dot((b_K * tl.exp(b_hs0_f)).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2)
-            + tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT,
-            DT2, CT2, PREC2, rng_c, BLOCKED)).to(DT3).to(CT3),
-            b_dO.to(DT3).to(CT3), input_precision=PREC3))
+            + tl.dot(tl.trans(b_ch0).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim dplr.fla.dQl, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
@@ -906,7 +887,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
                True),
         Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
-        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, True),
+        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, False),
     ]
     BVG, fits = fitted_grad_bv("chunk_dplr_delta_rule", dtype, device, K, V, min(til.grad_BV, BV_full), til)
     NV = triton.cdiv(V, BVG)
@@ -916,7 +897,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     gtypes = kernel_types(dtype, device, til.grad_dots, til.grad_gated)
     grad = (til.grad_warps, til.grad_stages)
     kernels += [
-        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune, True),
+        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune, False),
         Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan, (), tune, restore=("r_hr0",)),
         Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
                True),
@@ -951,7 +932,10 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
     E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, hs0, hs1, E, W, C, rng, scale, T,
+    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    ch1 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, v, gk, a, b, Gamma, hs0, hs1, E, W, C, ch0, ch1, rng,
+            scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     o = empty_like(v)
@@ -963,11 +947,11 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
             h0, ht, scale, T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
     del hs0     # read by the state scan alone
-    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, b, Gamma, W, C, h, o,
-            rng, scale, T,
+    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, v, Gamma, W, C, ch0, ch1, h,
+            o, scale, T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
-        kept = dict(Gamma=Gamma, hs1=hs1, E=E, W=W, C=C, h=h)
+        kept = dict(Gamma=Gamma, hs1=hs1, E=E, W=W, C=C, ch0=ch0, ch1=ch1, h=h)
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -997,7 +981,10 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None, seqs=No
     E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, hs0, hs1, E, W, C, rng, scale, T,
+    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    ch1 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, v, gk, a, b, Gamma, hs0, hs1, E, W, C, ch0, ch1, rng,
+            scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
@@ -1006,8 +993,7 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None, seqs=No
 
     r_dV2 = r_hr0     # written over hr0, read last by the kernel writing it
 
-    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, b, do, Gamma, r_hr0, rng,
-            scale, T,
+    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](do, ch1, r_hr0, scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
     spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, do, Gamma, hs1, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
@@ -1047,7 +1033,10 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
         E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, hs0, hs1, E, W, C, rng, scale, T,
+        ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+        ch1 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, v, gk, a, b, Gamma, hs0, hs1, E, W, C, ch0, ch1, rng,
+                scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
@@ -1065,14 +1054,15 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
         E = kept["E"]
         W = kept["W"]
         C = kept["C"]
+        ch0 = kept["ch0"]
+        ch1 = kept["ch1"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
     r_dV2 = r_hr0     # written over hr0, read last by the kernel writing it
 
-    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, b, do, Gamma, r_hr0, rng,
-            scale, T,
+    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](do, ch1, r_hr0, scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
     spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, do, Gamma, hs1, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
@@ -1093,8 +1083,8 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, gk, a, do, Gamma, E, W, C, r_dV2, r_vr0, r_vr1,
-            r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, h, dh, d_v, rng, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](k, v, gk, a, do, Gamma, E, W, C, ch0, r_dV2, r_vr0,
+            r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, h, dh, d_v, rng, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     # the chunk states and their gradients are read by the V kernel only: dropped before
     # the K side's buffers are allocated (peak memory)

@@ -40,18 +40,19 @@ PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '
 RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False),
         ('gk', 'g', 'zeros', '', False), ('gv', None, '', 'a log decay of the value dimension', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["Gamma"]
+FP32_TILES = ["ch0", "Gamma"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')]}
 
 
 @triton.jit(do_not_specialize=["T"])
-def _intra_kernel(k, g, out_Gamma, out_hs0, scale, T,
+def _intra_kernel(q, k, g, out_Gamma, out_hs0, out_ch0, rng, scale, T,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
+                          BLOCKED: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -77,6 +78,12 @@ def _intra_kernel(k, g, out_Gamma, out_hs0, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
+    rng_c = rng + i_c * H + i_h
+    if BLOCKED:
+        if tl.load(rng_c) == 0:
+            return
+    b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Alpha_log = tl.load(g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
@@ -90,6 +97,9 @@ def _intra_kernel(k, g, out_Gamma, out_hs0, scale, T,
     b_Gamma = tl.exp(b_Gamma_log)
     # gC = \mathbf{\Gamma}_{[t]}^{C}   [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
     b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped] (its
+    #   gate factor, in log space)
+    b_Ql_f = b_Gamma_log
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
     #   (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
@@ -99,6 +109,12 @@ def _intra_kernel(k, g, out_Gamma, out_hs0, scale, T,
     b_hs0 = (b_K * tl.exp(b_hs0_f))
     tl.store(out_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_hs0.to(out_hs0.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
+    # ch0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)
+    #   [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
+    b_ch0 = _masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2,
+            rng_c, BLOCKED)
+    tl.store(out_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            b_ch0.to(out_ch0.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
 
 
 # T and the two flags are runtime values: fewer specialisations, fewer compiles.  The
@@ -161,12 +177,11 @@ def _state_kernel(v, in_Gamma, in_hs0, h, h0, ht, scale, T,
 
 
 @triton.jit(do_not_specialize=["T"])
-def _out_kernel(q, k, v, in_Gamma, h, o, rng, scale, T,
+def _out_kernel(q, v, in_Gamma, in_ch0, h, o, scale, T,
                 H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                        BLOCKED: tl.constexpr):
+                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -192,35 +207,26 @@ def _out_kernel(q, k, v, in_Gamma, h, o, rng, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
-    rng_c = rng + i_c * H + i_h
-    if BLOCKED:
-        if tl.load(rng_c) == 0:
-            return
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
             + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
+    b_ch0 = tl.load(in_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped] (its
     #   gate factor, in log space)
     b_Ql_f = b_Gamma_log
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
-    #   (its gate factor, in log space)
-    b_Kr_f = (-b_Gamma_log)
-    # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}}
-    #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t]} [claim gla.O,
+    # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}}
+    #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)) \mathbf{V}_{[t]} [claim gla.O,
     #   003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 94]
     b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3)
-            + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2,
-            PREC2, rng_c, BLOCKED).to(DT3).to(CT3),
-            b_V.to(DT3).to(CT3), input_precision=PREC3))
+            + tl.dot(b_ch0.to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3))
 
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty),
             mask=m_r[:, None] & (o_v < V)[None, :])
@@ -535,9 +541,9 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     kernels = [
         # the intra kernel holds every V column of a chunk
         Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
-               False),
+               True),
         Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
-        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, True),
+        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, False),
     ]
     BVG, fits = fitted_grad_bv("chunk_gla", dtype, device, K, V, min(til.grad_BV, BV_full), til)
     NV = triton.cdiv(V, BVG)
@@ -573,7 +579,8 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, g, Gamma, hs0, scale, T,
+    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, g, Gamma, hs0, ch0, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     o = empty_like(v)
@@ -585,11 +592,11 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
             scale, T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
     del hs0     # read by the state scan alone
-    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, v, Gamma, h, o, rng,
-            scale, T,
+    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, v, Gamma, ch0, h, o, scale,
+            T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
-        kept = dict(Gamma=Gamma, h=h)
+        kept = dict(Gamma=Gamma, ch0=ch0, h=h)
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -613,7 +620,8 @@ def _backward_states(q, k, v, g, do, dht, scale, chunk_size=None, seqs=None):
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, g, Gamma, hs0, scale, T,
+    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, g, Gamma, hs0, ch0, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
@@ -649,7 +657,8 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         # the products that read hs0 round it to their type: it is stored in that type
         hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, g, Gamma, hs0, scale, T,
+        ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, g, Gamma, hs0, ch0, rng, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
@@ -663,6 +672,7 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
     else:
         h = kept["h"]
         Gamma = kept["Gamma"]
+        ch0 = kept["ch0"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, do, Gamma, dh,

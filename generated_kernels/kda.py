@@ -21,7 +21,7 @@ from ._runtime import (  # noqa: F401
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
-        grad_BV=128, grad_BK=32, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='tf32',
+        grad_BV=128, grad_BK=32, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='input',
         gradv_dots='input', grad_dots='tf32', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
         fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
@@ -64,14 +64,14 @@ RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 
         ('g', 'g', '', '', False), ('beta', 'beta', '', '', False), ('A_log', None, 'keyword', '', False),
         ('dt_bias', None, 'keyword', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["At", "Gamma"]
+FP32_TILES = ["At", "ch0", "Gamma"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"hs0": [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]}
 
 
 @triton.jit(do_not_specialize=["T"])
-def _intra_kernel(k, v, g, beta, out_Gamma, out_hs0, out_At, out_W, out_U, rng, scale, T,
+def _intra_kernel(q, k, v, g, beta, out_Gamma, out_hs0, out_At, out_W, out_U, out_ch0, rng, scale, T,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -106,6 +106,8 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_hs0, out_At, out_W, out_U, rng, 
     if BLOCKED:
         if tl.load(rng_c) == 0:
             return
+    b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -123,6 +125,9 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_hs0, out_At, out_W, out_U, rng, 
     b_Gamma = tl.exp(b_Gamma_log)
     # gC = \mathbf{\Gamma}_{[t]}^{C}   [program kda_chunk, under claims kda.O, kda.S.regrouped]
     b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
+    #   gate factor, in log space)
+    b_Ql_f = b_Gamma_log
     # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
     #   gate factor, in log space)
     b_Kl_f = b_Gamma_log
@@ -159,6 +164,12 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_hs0, out_At, out_W, out_U, rng, 
     b_U = tl.dot((b_At * tl.trans(b_DB)).to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3)
     tl.store(out_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_U.to(out_U.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
+    # ch0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)
+    #   [program kda_chunk, under claims kda.O, kda.S.regrouped]
+    b_ch0 = _masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2,
+            rng_c, BLOCKED)
+    tl.store(out_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            b_ch0.to(out_ch0.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
 
 
 # T and the two flags are runtime values: fewer specialisations, fewer compiles.  The
@@ -226,12 +237,11 @@ def _state_kernel(in_Gamma, in_hs0, in_W, in_U, h, h0, ht, scale, T,
 
 
 @triton.jit(do_not_specialize=["T"])
-def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, rng, scale, T,
+def _out_kernel(q, in_Gamma, in_W, in_U, in_ch0, h, o, scale, T,
                 H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                 BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                 DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                        BLOCKED: tl.constexpr):
+                PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
     # one program per (V block, chunk, batch*head); b_s is S_[t-1]^C as the scan wrote it
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -257,17 +267,11 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, rng, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
-    rng_c = rng + i_c * H + i_h
-    if BLOCKED:
-        if tl.load(rng_c) == 0:
-            return
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
             + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
@@ -275,22 +279,19 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, rng, scale, T,
             & (o_k < K)[None, :], other=0.)
     b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
+    b_ch0 = tl.load(in_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
     #   gate factor, in log space)
     b_Ql_f = b_Gamma_log
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
-    #   gate factor, in log space)
-    b_Kr_f = (-b_Gamma_log)
     # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top [program kda_chunk, under claims kda.O,
     #   kda.S.regrouped]
     b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
-    # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}}
-    #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],new} [claim kda.O,
+    # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}}
+    #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)) \mathbf{V}_{[t],new} [claim kda.O,
     #   001_ba6c617d0f1bc209.txt §回顾前向传播公式, line 34, row 5]
     b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3)
-            + tl.dot(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2,
-            PREC2, rng_c, BLOCKED).to(DT2).to(CT2),
-            b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
+            + tl.dot(b_ch0.to(DT2).to(CT2), b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty),
             mask=m_r[:, None] & (o_v < V)[None, :])
@@ -300,12 +301,12 @@ def _out_kernel(q, k, in_Gamma, in_W, in_U, h, o, rng, scale, T,
 # the reverse scan's state-free C x V products, for all chunks in parallel (the
 # intra-chunk part of delta U): the sequential loop below keeps only what reads delta S
 @triton.jit(do_not_specialize=["T"])
-def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, rng, scale, T,
+def _dstate_pre_kernel(do, in_ch0, w_hr0, scale, T,
                        H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                        BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                        DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                        PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                               BVF: tl.constexpr, BLOCKED: tl.constexpr):
+                               BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); BVF: the padded V of the tiles written
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -331,33 +332,16 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, rng, scale, T,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
-    rng_c = rng + i_c * H + i_h
-    if BLOCKED:
-        if tl.load(rng_c) == 0:
-            return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
-    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.)
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
-            + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
-            other=0.).to(tl.float32)
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
-    #   gate factor, in log space)
-    b_Ql_f = b_Gamma_log
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
-    #   gate factor, in log space)
-    b_Kr_f = (-b_Gamma_log)
-    # hr0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top
-    #   \delta \mathbf{O}_{[t]} [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于 \(\delta
-    #   \mathbf{\Gamma}_{[t]}\)]
-    b_hr0 = tl.dot(tl.trans(_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT,
-            DT2, CT2, PREC2, rng_c, BLOCKED)).to(DT3).to(CT3),
-            b_dO.to(DT3).to(CT3), input_precision=PREC3)
+    b_ch0 = tl.load(in_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+    # hr0 = {(\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot
+    #   \mathbf{M}\right))}^\top \delta \mathbf{O}_{[t]} [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于
+    #   \(\delta \mathbf{\Gamma}_{[t]}\)]
+    b_hr0 = tl.dot(tl.trans(b_ch0).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3)
 
     tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0)
 
@@ -424,9 +408,9 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T
         #   (its gate factor, in log space)
         b_Ql_f = b_Gamma_log
         # dU = (\overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)) {\delta
-        #   \mathbf{S}_{[t]}^{C}}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top
-        #   \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}) [claim kda.dU, 001_ba6c617d0f1bc209.txt §对于
-        #   \(\delta \mathbf{U}_{[t]}\), line 69, row 1]
+        #   \mathbf{S}_{[t]}^{C}}^\top + ({(\left(\overleftarrow{\mathbf{Q}_{[t]}}
+        #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right))}^\top \delta \mathbf{O}_{[t]}) [claim
+        #   kda.dU, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{U}_{[t]}\), line 69, row 1]
         b_dU = (tl.dot(b_hs0.to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + b_hr0)
         tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dU)
         # dS_prev = \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \delta
@@ -810,7 +794,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
                True),
         Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
-        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, True),
+        Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, False),
     ]
     BVG, fits = fitted_grad_bv("chunk_kda", dtype, device, K, V, min(til.grad_BV, BV_full), til)
     NV = triton.cdiv(V, BVG)
@@ -820,7 +804,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     gtypes = kernel_types(dtype, device, til.grad_dots, til.grad_gated)
     grad = (til.grad_warps, til.grad_stages)
     kernels += [
-        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune, True),
+        Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune, False),
         Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan, (), tune, restore=("r_hr0",)),
         Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
                False),
@@ -853,7 +837,8 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, hs0, At, W, U, rng, scale, T,
+    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, v, g, beta, Gamma, hs0, At, W, U, ch0, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     o = empty_like(v)
@@ -864,11 +849,11 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](Gamma, hs0, W, U, h, h0, ht,
             scale, T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
-    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, Gamma, W, U, h, o, rng,
+    spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, Gamma, W, U, ch0, h, o,
             scale, T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
-        kept = dict(Gamma=Gamma, hs0=hs0, At=At, W=W, U=U, h=h)
+        kept = dict(Gamma=Gamma, hs0=hs0, At=At, W=W, U=U, ch0=ch0, h=h)
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -896,7 +881,8 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None, seqs=Non
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, hs0, At, W, U, rng, scale, T,
+    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, v, g, beta, Gamma, hs0, At, W, U, ch0, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
@@ -905,8 +891,7 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None, seqs=Non
 
     r_dU = r_hr0     # written over hr0, read last by the kernel writing it
 
-    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, rng,
-            scale, T,
+    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](do, ch0, r_hr0, scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
     spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, do, Gamma, hs0, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
@@ -944,7 +929,8 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
         At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, hs0, At, W, U, rng, scale, T,
+        ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, v, g, beta, Gamma, hs0, At, W, U, ch0, rng, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
@@ -961,14 +947,14 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
         At = kept["At"]
         W = kept["W"]
         U = kept["U"]
+        ch0 = kept["ch0"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 
     r_dU = r_hr0     # written over hr0, read last by the kernel writing it
 
-    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, Gamma, r_hr0, rng,
-            scale, T,
+    spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](do, ch0, r_hr0, scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
     spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, do, Gamma, hs0, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,

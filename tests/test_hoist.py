@@ -158,16 +158,24 @@ def test_a_users_named_operand_keeps_its_name(tmp_path):
     assert p.claims["S"].id == "gla_log.S"
 
 
-def test_a_named_chunk_product_is_formed_once_per_chunk():
+def test_a_chunk_product_is_formed_once_per_chunk():
     """RWKV-6's Aqk (a C x C gated product that reads no state and that the output
     reads) is written by the intra kernel, in fp32; the output kernel (V-blocked) and the
-    gradient V kernel read it and form no gated product of their own.  GLA's (Q K^T . M)
-    is unnamed inside O's claim: nothing of it moves."""
+    gradient V kernel read it and form no gated product of their own.  GLA's and DPLR's,
+    unnamed inside O's claim, are named (ch0, ...) and moved the same way, O's printed
+    line reading them; Gated DeltaNet's, with a scalar gate (a plain product, cheaper to
+    form again than to read), stays in the output kernel."""
     p, bw, src = _kernels("rwkv6")
     intra, _, out = emit.forward_stages(p)
     assert "Aqk" in p.boundary and "Aqk" in intra.writes and "Aqk" in out.reads and "Aqk" in bw.grad_v.reads
     assert any("_masked_gated_dot" in ln.code for ln in intra.lines)
     assert not any("_masked_gated_dot" in ln.code for st in (out, bw.grad_v) for ln in st.lines)
     assert "Aqk" in cases.module("rwkv6").FP32_TILES
-    p, _, _ = _kernels("gla")
-    assert all(dict(p.defs)[n].shape() != ("C", "C") for n in p.boundary)
+    for name, n in (("gla", 1), ("dplr_delta_rule", 2)):
+        p, bw, _ = _kernels(name)
+        intra, _, out = emit.forward_stages(p)
+        moved = [b for b in p.boundary if b.startswith("ch")]
+        assert len(moved) == n and set(moved) <= set(intra.writes) and set(moved) <= set(out.reads), name
+        assert not any("_masked_gated_dot" in ln.code for ln in out.lines), name
+    p, _, _ = _kernels("gated_delta_rule")
+    assert all(dict(p.defs)[n].shape() != ("C", "C") or n == "At" for n in p.boundary)

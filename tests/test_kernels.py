@@ -112,7 +112,8 @@ def test_strong_decay(name, per_step):
 def test_strong_decay_needs_the_blocked_pass(name, monkeypatch):
     # a guarded kernel's first pass computes every chunk in the rebalanced form only and
     # flags those out of its range; without the second (blocked) pass a chunk decaying by
-    # -1280 is left as the first pass wrote it
+    # -1280 is left as the first pass wrote it (the guarded forward kernel is the intra
+    # kernel, which forms the chunk's gated Q K^T for the output kernel)
     from chunkproof.kernels import _runtime
     args, ref, state = make_inputs(name, 1, 130, 1, 16, 16, seed=2, h0=True)
     args = list(args)
@@ -129,7 +130,7 @@ def test_strong_decay_needs_the_blocked_pass(name, monkeypatch):
         return both(launch)[:1]
     monkeypatch.setattr(_runtime.Launch, "passes", first_only)
     o, ht = kernel(name)(*args, initial_state=state, output_final_state=True)
-    assert "_out_kernel" in runs
+    assert "_intra_kernel" in runs
     assert not (torch.isfinite(o).all() and rel_rms(o, ro) <= FP32_TOL)
     monkeypatch.setattr(_runtime.Launch, "passes", both)
     o, ht = kernel(name)(*args, initial_state=state, output_final_state=True)
