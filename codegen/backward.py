@@ -14,7 +14,7 @@ from typing import Dict, List, Tuple
 from chunkproof.derivations import ir
 from chunkproof.derivations.latex import to_latex
 from .kernel_plan import CHUNK, VCOLS, VSUM, Final, KernelPlan, Passed
-from .plan import Plan, var_names
+from .plan import Plan, has_product, var_names
 from .printer import CodegenError
 
 ADJ_STATE = "dS"          # δS_[t]^C, carried by the reverse scan
@@ -150,10 +150,6 @@ def _depends(dmap, hit, stop=()):
     return dep
 
 
-def _has_product(e) -> bool:
-    return any(isinstance(n, ir.MatMul) for n in ir.walk(e))
-
-
 def _named_tile(name, e) -> ir.Var:
     return ir.Var(name, *e.shape(), "(" + to_latex(e) + ")")
 
@@ -190,7 +186,7 @@ def hoist_reverse(plan: Plan, bwd) -> Tuple[KernelPlan, KernelPlan]:
     def sub(e):
         if not sdep(e):
             body = dmap.get(e.name) if isinstance(e, ir.Var) else e
-            if e.shape() == ("C", "Dv") and body is not None and _has_product(body):
+            if e.shape() == ("C", "Dv") and body is not None and has_product(body):
                 if e not in hoisted:
                     name = e.name if isinstance(e, ir.Var) else f"hr{len(hoisted)}"
                     hoisted[e] = Passed(name, e, VCOLS)
@@ -234,7 +230,7 @@ def scan_tiles(scan: KernelPlan) -> List[Passed]:
     exprs = [e for _, e in scan.plan.defs] + [f.expr for f in scan.finals]
     tex = {n.name: n.tex for e in exprs for n in ir.walk(e) if isinstance(n, ir.Var)}
     return [Passed(n, ir.Var(n, "C", "Dv", tex.get(n, n)), VCOLS) for n in scan.computes
-            if defs[n].shape() == ("C", "Dv") and not isinstance(defs[n], ir.Var) and _has_product(defs[n])]
+            if defs[n].shape() == ("C", "Dv") and not isinstance(defs[n], ir.Var) and has_product(defs[n])]
 
 
 @dataclass

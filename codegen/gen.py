@@ -118,32 +118,33 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
 
 
 def _stored_types(plan, stages) -> Dict[str, str]:
-    """The scan's gated operands (Plan.hoisted), and the chunks' delta S (dh), every
-    reader of which only multiplies it, rounded to a product type first: name -> the
-    readers' (kernel, type constexpr) list as printed, for Launches.stored_type.  A tile
-    read any other way is left out (stored in fp32)."""
+    """The scan's gated operands (Plan.hoisted), and the chunks' delta S (dh, written by
+    the reverse scan from its fp32 register and read by the gradient V kernel alone),
+    every reader of which only multiplies it, rounded to a product type first: name ->
+    the readers' (kernel, type constexpr) list as printed, for Launches.stored_type.  A
+    tile read any other way is left out (stored in fp32)."""
     out = {}
     for h in sorted(plan.hoisted):
-        readers, other = set(), False
-        for kernel, st in stages:
-            if h not in st.reads:
-                continue
-            for ln in st.lines:
-                readers |= {(kernel, m) for m in re.findall(rf"\bb_{h}\.to\((DT\d?)\)", ln.code)}
-                other |= bool(re.search(rf"\bb_{h}\b(?!\.to\(DT\d?\))", ln.code))
-        if readers and not other:
-            out[h] = repr(sorted(readers))
-    # the chunks' delta S (dh), written by the reverse scan from its fp32 register and
-    # read by the gradient V kernel alone: stored like them where that kernel only
-    # multiplies it (DeltaNet, RetNet: no <S, delta S> for a gate's gradient)
-    dh = [st for kernel, st in stages if kernel == "_dgradv_kernel"]
-    if dh:
-        product = re.compile(r"(?:\bb_ds|tl\.trans\(b_ds\))\.to\((DT\d?)\)")
-        codes = [ln.code for ln in dh[0].lines]
-        readers = {("_dgradv_kernel", m) for c in codes for m in product.findall(c)}
-        if readers and not any(re.search(r"\bb_ds\b", product.sub("", c)) for c in codes):
-            out["dh"] = repr(sorted(readers))
+        r = _product_readers(f"b_{h}", [(k, st) for k, st in stages if h in st.reads])
+        if r:
+            out[h] = r
+    r = _product_readers("b_ds", [(k, st) for k, st in stages if k == "_dgradv_kernel"])
+    if r:
+        out["dh"] = r
     return out
+
+
+def _product_readers(tile: str, stages) -> Optional[str]:
+    """The (kernel, type constexpr) list of the products that read ``tile`` in
+    ``stages``, each rounding it (or its transpose) to the type first; None where a
+    line reads it any other way, or none reads it."""
+    product = re.compile(rf"(?:\b{tile}|tl\.trans\({tile}\))\.to\((DT\d?)\)")
+    readers, other = set(), False
+    for kernel, st in stages:
+        for ln in st.lines:
+            readers |= {(kernel, m) for m in product.findall(ln.code)}
+            other |= bool(re.search(rf"\b{tile}\b", product.sub("", ln.code)))
+    return repr(sorted(readers)) if readers and not other else None
 
 
 def _picked(v: Variant, plan, check):

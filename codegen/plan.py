@@ -260,7 +260,7 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
         plan.defs = defs
         dmap = dict(defs)
     chunk_products = {n for n in reach([final[prog.output]]) if n not in stored and dmap[n].shape() == ("C", "C")
-                      and "S_prev" not in _closure(n, dmap) and _has_product(dmap[n])}
+                      and "S_prev" not in _closure(n, dmap) and has_product(dmap[n])}
     stored |= chunk_products
     scan_needed = reach(final.values())
     order = [n for n, _ in defs]
@@ -306,7 +306,7 @@ def _name_chunk_products(e, dmap, gates, taken):
         return "S_prev" not in reads and bool(reads & gates)
 
     def sub(x):
-        if x.shape() == ("C", "C") and not isinstance(x, ir.Var) and _has_product(x) and free(x):
+        if x.shape() == ("C", "C") and not isinstance(x, ir.Var) and has_product(x) and free(x):
             if x not in found:
                 found[x] = next(f"ch{j}" for j in range(len(found), len(found) + 100) if not taken(f"ch{j}"))
             return ir.Var(found[x], "C", "C", "(" + to_latex(x) + ")")
@@ -315,7 +315,8 @@ def _name_chunk_products(e, dmap, gates, taken):
     return out, [(n, x) for x, n in found.items()]
 
 
-def _has_product(e) -> bool:
+def has_product(e) -> bool:
+    """Whether ``e`` holds a matrix product."""
     return any(isinstance(x, ir.MatMul) for x in ir.walk(e))
 
 
