@@ -51,8 +51,11 @@ def signature(fn, launch, mod, dtype, extra=None, spec=None):
     tensors.update({"d_" + n: t for n, t in tensors.items()})     # gradients: torch.empty_like
     tensors.update(h=ptr, do=ptr, o=ptr)
     sig = {}
+    stored_types = getattr(mod, "STORED_TYPES", {}) if spec is not None else {}
     for name in inspect.signature(fn.fn).parameters:
         tile = name.split("_", 1)[-1]
+        # a boundary tile, or delta S (dh), stored in the type its readers round it to
+        stored = "dh" if name == "dh" else tile if name.startswith(("in_", "out_")) else None
         if name in given:
             sig[name] = "constexpr"
         elif name == "scale":
@@ -61,18 +64,13 @@ def signature(fn, launch, mod, dtype, extra=None, spec=None):
             sig[name] = "i32"
         elif name in SEQ_TABLES or name == "rng":     # rng: a guarded kernel's chunk flags
             sig[name] = "*i32"
-        elif name == "dh" and "dh" in getattr(mod, "STORED_TYPES", {}) and spec is not None:
-            # delta S stored in the type the gradient V kernel rounds it to (Launches.stored_type)
-            sig[name] = "*fp32" if spec.stored_type(TORCH_DTYPES[dtype], mod.STORED_TYPES["dh"]) == torch.float32 \
-                else ptr
+        elif stored in stored_types:     # Launches.stored_type
+            t = spec.stored_type(TORCH_DTYPES[dtype], stored_types[stored])
+            sig[name] = "*fp32" if t == torch.float32 else ptr
         elif name in FP32_STATES or name.startswith(("r_", "w_")):   # r_, w_: tiles passed between kernels
             sig[name] = "*fp32"
         elif name in tensors:
             sig[name] = tensors[name]
-        elif name.startswith(("in_", "out_")) and tile in getattr(mod, "STORED_TYPES", {}) and spec is not None:
-            # stored in the type its readers round it to (Launches.stored_type)
-            t = spec.stored_type(TORCH_DTYPES[dtype], mod.STORED_TYPES[tile])
-            sig[name] = "*fp32" if t == torch.float32 else ptr
         elif name.startswith(("in_", "out_")):
             sig[name] = "*fp32" if tile in mod.FP32_TILES else ptr
         else:
