@@ -32,7 +32,7 @@ tcache_restore() {
 # Our own kernels are left out: they change with every regeneration (and the fp32 ones
 # are hundreds of MB of FMA-loop PTX), while FLA's compiles and autotune results are what
 # takes minutes.
-OURS='"name": "_(intra|scan|state|out|dstate[a-z_]*|dgrad[a-z_]*|recurrent)_kernel"'
+OURS='"name": "_(intra|intra_wide|scan|state|out|dstate[a-z_]*|dgrad[a-z_]*|recurrent)_kernel"'
 tcache_pack() {
     local parent="${2:-$(dirname "$TCACHE_DIR")}" base
     base="$(basename "$TCACHE_DIR")"

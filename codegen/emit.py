@@ -289,12 +289,25 @@ def forward_stages(plan: Plan):
     name = plan.variant.name
     intra = None
     if plan.intra:
-        intra = _stage(KernelPlan(plan, plan.intra, writes=list(plan.boundary), cites=cites), f"{name} intra kernel")
+        first = [n for n in plan.boundary if n not in plan.wide]
+        intra = _stage(KernelPlan(plan, plan.intra, writes=first, cites=cites), f"{name} intra kernel")
     s, o = plan.state_stage, plan.out_stage
     state = _stage(KernelPlan(plan, s.computes, [_final(plan, "S")], s.reads, cites=cites), f"{name} state kernel")
     out = _stage(KernelPlan(plan, o.computes, [_final(plan, "O")], o.reads, cites=cites), f"{name} output kernel",
                  state_in_memory=True)
     return intra, state, out
+
+
+def intra_wide_stage(plan: Plan) -> Optional[Stage]:
+    """The intra stage's second kernel (Plan.wide: the C x D tiles formed from the chunk's
+    C x C tiles the intra kernel wrote), or None where the stage is one kernel."""
+    if not plan.wide:
+        return None
+    dmap = dict(plan.defs)
+    got = set(plan.intra_wide).union(*(var_names(dmap[n]) for n in plan.intra_wide))
+    reads = [n for n in plan.boundary if n not in plan.wide and n in got]
+    return _stage(KernelPlan(plan, plan.intra_wide, reads=reads, writes=list(plan.wide), cites=_forward_cites(plan)),
+                  f"{plan.variant.name} intra wide kernel")
 
 
 def _backward_inputs():

@@ -53,6 +53,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         plan = dataclasses.replace(plan, variant=v)
     v, plan = _picked(v, plan, check)
     intra, state, out = emit.forward_stages(plan)
+    wide = emit.intra_wide_stage(plan)
     bw = None
     if v.backward:   # the backward claims are checked once, for every stage
         bw = emit.backward_stages(plan, backward_claims(v, plan.deriv, check=check))
@@ -74,19 +75,20 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         # carry the state through every chunk
         raise CodegenError(f"variant {v.name}: a state scan prints a vector-gated intra-chunk product "
                            f"(the runtime's _masked_ forms); only the per-chunk kernels may")
-    parallel = [intra, out] + ([bw.reverse_pre] + bw.gradient_kernels() if bw else [])
+    parallel = [intra, wide, out] + ([bw.reverse_pre] + bw.gradient_kernels() if bw else [])
     bw_kernels = bw.kernels() if bw else []
     # the scan's gated operands no backward kernel reads are not kept for the backward
     bw_reads = set().union(*(st.reads for _, st in bw_kernels))
-    writes = intra.writes if intra else []
+    writes = (intra.writes if intra else []) + (wide.writes if wide else [])
     scan_only = [w for w in writes if w in plan.hoisted and w not in bw_reads]
-    stored_types = _stored_types(plan, [("_state_kernel", state), ("_out_kernel", out)] + bw_kernels)
+    stored_types = _stored_types(plan, ([("_intra_wide_kernel", wide)] if wide else [])
+                                 + [("_state_kernel", state), ("_out_kernel", out)] + bw_kernels)
     store_kind = {"k": "k", "v": "v", "gate_k": "k", "gate_h": "head", "head": "head"}
     rfunc = fla_api.recurrent_name(v.func)
     names = [a.name for a in v.args] + list(plan.param_arg_names)
     dmap = dict(plan.defs)
     ctx = dict(
-        v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, state_stage=state, out_stage=out, bw=bw,
+        v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, wide=wide, state_stage=state, out_stage=out, bw=bw,
         scan_only=scan_only, stored_types=stored_types, kept_tiles=[w for w in writes if w not in scan_only],
         guarded_any=any(st.guarded for st in parallel if st),
         kind_of={a.name: store_kind[a.kind] for a in v.args},

@@ -72,6 +72,8 @@ class Plan:
     sums: Set[str] = field(default_factory=set)     # boundary tiles that are prefix sums (fp32, rows clamped)
     hoisted: Set[str] = field(default_factory=set)  # the state scan's gated operands (codegen/hoist.py; fp32)
     diagonal: Set[str] = field(default_factory=set)
+    wide: List[str] = field(default_factory=list)        # boundary tiles the intra wide kernel writes
+    intra_wide: List[str] = field(default_factory=list)  # the definitions it computes
     state_stage: Optional[StageNames] = None   # the state scan
     out_stage: Optional[StageNames] = None     # the output kernel
 
@@ -283,7 +285,9 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
             raise CodegenError(f"program {prog.name}: {n} ({rows}x{cols}) would cross stages; only "
                                f"C x Dk and C x Dv tiles (and C x 1 gate products, C x C inverses) are "
                                f"written between kernels")
-    intra = set(plan.boundary).union(*(_closure(n, dmap) for n in plan.boundary))
+    plan.wide, plan.intra_wide = _split_wide(plan, dmap, heavy, cum)
+    first = [n for n in plan.boundary if n not in plan.wide]
+    intra = set(first).union(*(_closure(n, dmap) for n in first))
     plan.intra = [n for n, _ in defs if n in intra]
     for n in list(plan.intra) + [n for n, _ in defs if n in scan_needed and n not in stored]:
         for sub in _dense_inverses(dmap[n], plan.diagonal):
@@ -291,6 +295,36 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
                 raise CodegenError(f"program {prog.name}: {n} inverts a matrix that is not provably "
                                    f"I + strictly lower triangular")
     return plan
+
+
+def _split_wide(plan: Plan, dmap, heavy, cum):
+    """(the boundary tiles, the definitions) of the intra stage's second kernel, or
+    ([], []).  Where a C x Dk or C x Dv boundary tile applies a chunk's triangular inverse
+    (the WY tiles W and U), one kernel holding the inverse's work and every C x D product
+    ran at 255 registers with spills and two programs per SM (Gated DeltaNet, KDA, DPLR
+    on the H200); the first kernel then writes the C x C and gate-prefix tiles and the
+    second forms every non-prefix C x D boundary tile from them.  The second recomputes
+    no inverse and no C x C product over a head dimension (else no split)."""
+    inverses = {n for n in plan.boundary if n in heavy and dmap[n].shape() == ("C", "C")}
+    wide = [n for n in plan.boundary if dmap[n].shape()[1] in ("Dk", "Dv") and n not in cum]
+    if not inverses or not any(_closure(n, dmap) & inverses for n in wide):
+        return [], []
+    first = set(plan.boundary) - set(wide)
+    need: Set[str] = set(wide)
+    todo = list(wide)
+    while todo:
+        for m in var_names(dmap[todo.pop()]):
+            if m in dmap and m not in first and m not in need:
+                need.add(m)
+                todo.append(m)
+    if any(_dense_inverses(dmap[n], plan.diagonal) or any(_chunk_gram(x) for x in ir.walk(dmap[n])) for n in need):
+        return [], []
+    return wide, [n for n, _ in plan.defs if n in need]
+
+
+def _chunk_gram(x) -> bool:
+    """Whether ``x`` is a C x C product over the head dimension (Q K^T and the like)."""
+    return isinstance(x, ir.MatMul) and x.shape() == ("C", "C") and x.a.shape()[1] in ("Dk", "Dv")
 
 
 def _name_chunk_products(e, dmap, gates, taken):

@@ -57,8 +57,8 @@ class Tiling:
     """Every key is stated for every variant; nothing falls back to another key."""
     BT: int = _key("chunk size: tokens per chunk (bf16 and fp16 inputs)", "block")
     BV: int = _key("V block of the state scan, output kernel and reverse scan", "block")
-    prep_warps: int = _key("warps of the intra kernel", WARPS)
-    prep_stages: int = _key("pipelining stages of the intra kernel", "positive")
+    prep_warps: int = _key("warps of the intra kernels", WARPS)
+    prep_stages: int = _key("pipelining stages of the intra kernels", "positive")
     scan_warps: int = _key("warps of the sequential kernels (state scan, reverse scan)", WARPS)
     scan_stages: int = _key("pipelining stages of the sequential kernels", "positive")
     out_warps: int = _key("warps of the output kernel and of the reverse scan's parallel part", WARPS)

@@ -67,7 +67,7 @@ STORED_TYPES = {}
 
 
 @triton.jit(do_not_specialize=["T"])
-def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_Wl, out_U, scale, T,
+def _intra_kernel(k, g, beta, out_Gamma, out_At, scale, T,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -99,8 +99,6 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_Wl, out_U, scale, T,
     m_mid = (o_t == n_r // 2)[:, None]
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
-    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
-            & (o_v < V)[None, :], other=0.)
     b_Alpha_log = tl.load(g + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     b_Alpha_log_last = tl.load(g + (bos + i_t * BT + n_r - 1) * H + i_h
             + tl.zeros([1, 1], dtype=tl.int32)).to(tl.float32)
@@ -129,6 +127,52 @@ def _intra_kernel(k, v, g, beta, out_Gamma, out_At, out_Wl, out_U, scale, T,
     b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
     tl.store(out_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
             b_At.to(out_At.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
+
+
+# the intra stage's C x Dk and C x Dv tiles, from the C x C tiles the intra kernel wrote
+@triton.jit(do_not_specialize=["T"])
+def _intra_wide_kernel(k, v, beta, in_Gamma, in_At, out_Wl, out_U, scale, T,
+                       H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                       BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                       DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                       PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
+    # one program per (chunk, batch*head); V is one block
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
+    if VARLEN:
+        i_c = i_t.to(tl.int64)
+        i_n = tl.load(ci + i_t * 2)
+        i_t = tl.load(ci + i_t * 2 + 1)
+        bos = tl.load(cu + i_n).to(tl.int64)
+        T = tl.load(cu + i_n + 1) - tl.load(cu + i_n)
+    else:
+        bos = i_b.to(tl.int64) * T
+        i_c = i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = 0 * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
+    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
+            & (o_v < V)[None, :], other=0.)
+    b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) + tl.minimum(o_t, n_r - 1) * H, mask=o_t >= 0,
+            other=0.).to(tl.float32)[:, None]
+    b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+    # Kl = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{K}_{[t]} [program gdn_chunk_kda, under claims
+    #   gdn.bwd.fwd_O, gdn.bwd.fwd_S] (its gate factor, in log space)
+    b_Kl_f = b_Gamma_log
     # Wl = \widetilde{\mathbf{A}}_{[t]} \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)
     #   \overleftarrow{\mathbf{K}_{[t]}} [program gdn_chunk_kda, under claims gdn.bwd.fwd_O, gdn.bwd.fwd_S]
     b_Wl = tl.dot((b_At * tl.trans(b_Beta)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2),
@@ -834,6 +878,8 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         # the intra kernel holds every V column of a chunk
         Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
                False),
+        Launch("_intra_wide_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
+               False),
         Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
         Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, False),
     ]
@@ -873,8 +919,10 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     Wl = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, At, Wl, U, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, g, beta, Gamma, At, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
+    spec["_intra_wide_kernel"].on(_intra_wide_kernel)[(NT, B * H)](k, v, beta, Gamma, At, Wl, U, scale, T,
+                                                   H=H, HQ=HQ, **sq, **spec["_intra_wide_kernel"].kwargs)
 
     o = empty_like(v)
     ht = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
@@ -911,8 +959,10 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None, seqs=Non
     At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     Wl = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, At, Wl, U, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, g, beta, Gamma, At, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
+    spec["_intra_wide_kernel"].on(_intra_wide_kernel)[(NT, B * H)](k, v, beta, Gamma, At, Wl, U, scale, T,
+                                                   H=H, HQ=HQ, **sq, **spec["_intra_wide_kernel"].kwargs)
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
@@ -952,8 +1002,10 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
         At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         Wl = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, v, g, beta, Gamma, At, Wl, U, scale, T,
+        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](k, g, beta, Gamma, At, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
+        spec["_intra_wide_kernel"].on(_intra_wide_kernel)[(NT, B * H)](k, v, beta, Gamma, At, Wl, U, scale, T,
+                                                       H=H, HQ=HQ, **sq, **spec["_intra_wide_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v

@@ -71,7 +71,7 @@ STORED_TYPES = {"hs0": [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]}
 
 
 @triton.jit(do_not_specialize=["T"])
-def _intra_kernel(q, k, v, g, beta, out_Gamma, out_hs0, out_At, out_W, out_U, out_ch0, rng, scale, T,
+def _intra_kernel(q, k, g, beta, out_Gamma, out_At, out_ch0, rng, scale, T,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -110,8 +110,6 @@ def _intra_kernel(q, k, v, g, beta, out_Gamma, out_hs0, out_At, out_W, out_U, ou
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
-    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
-            & (o_v < V)[None, :], other=0.)
     b_Alpha_log = tl.load(g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
     b_Alpha_log_last = tl.load(g + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :],
@@ -123,11 +121,83 @@ def _intra_kernel(q, k, v, g, beta, out_Gamma, out_hs0, out_At, out_W, out_U, ou
     tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     b_Gamma = tl.exp(b_Gamma_log)
-    # gC = \mathbf{\Gamma}_{[t]}^{C}   [program kda_chunk, under claims kda.O, kda.S.regrouped]
-    b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
     #   gate factor, in log space)
     b_Ql_f = b_Gamma_log
+    # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
+    #   gate factor, in log space)
+    b_Kl_f = b_Gamma_log
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
+    #   gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) [program kda_chunk, under claims kda.O, kda.S.regrouped]
+    #   (kept as its diagonal)
+    b_DB = b_Beta
+    # Xt = \mathbf{I} + \text{Diag}(\boldsymbol{\beta}_{[t]}) \left(\overleftarrow{\mathbf{K}_{[t]}}
+    #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right) [program kda_chunk, under claims kda.O,
+    #   kda.S.regrouped]
+    b_Xt = (tl.where(m_eye, 1.0, 0.)
+            + (b_DB
+            * _masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2,
+            PREC2, rng_c, BLOCKED)))
+    # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}   [program kda_chunk, under claims kda.O, kda.S.regrouped]
+    b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
+    tl.store(out_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            b_At.to(out_At.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
+    # ch0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)
+    #   [program kda_chunk, under claims kda.O, kda.S.regrouped]
+    b_ch0 = _masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2,
+            rng_c, BLOCKED)
+    tl.store(out_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            b_ch0.to(out_ch0.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
+
+
+# the intra stage's C x Dk and C x Dv tiles, from the C x C tiles the intra kernel wrote
+@triton.jit(do_not_specialize=["T"])
+def _intra_wide_kernel(k, v, beta, in_Gamma, in_At, out_hs0, out_W, out_U, scale, T,
+                       H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                       BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                       DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                       PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
+    # one program per (chunk, batch*head); V is one block
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
+    if VARLEN:
+        i_c = i_t.to(tl.int64)
+        i_n = tl.load(ci + i_t * 2)
+        i_t = tl.load(ci + i_t * 2 + 1)
+        bos = tl.load(cu + i_n).to(tl.int64)
+        T = tl.load(cu + i_n + 1) - tl.load(cu + i_n)
+    else:
+        bos = i_b.to(tl.int64) * T
+        i_c = i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = 0 * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
+    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
+            & (o_v < V)[None, :], other=0.)
+    b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
+            + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
+            mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+    # gC = \mathbf{\Gamma}_{[t]}^{C}   [program kda_chunk, under claims kda.O, kda.S.regrouped]
+    b_gC_log = tl.trans(b_Gamma_log_last)
     # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
     #   gate factor, in log space)
     b_Kl_f = b_Gamma_log
@@ -143,17 +213,6 @@ def _intra_kernel(q, k, v, g, beta, out_Gamma, out_hs0, out_At, out_W, out_U, ou
     # DB = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) [program kda_chunk, under claims kda.O, kda.S.regrouped]
     #   (kept as its diagonal)
     b_DB = b_Beta
-    # Xt = \mathbf{I} + \text{Diag}(\boldsymbol{\beta}_{[t]}) \left(\overleftarrow{\mathbf{K}_{[t]}}
-    #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}_{-1}\right) [program kda_chunk, under claims kda.O,
-    #   kda.S.regrouped]
-    b_Xt = (tl.where(m_eye, 1.0, 0.)
-            + (b_DB
-            * _masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2,
-            PREC2, rng_c, BLOCKED)))
-    # At = \left(\widetilde{\mathbf{X}}_{[t]}\right)^{-1}   [program kda_chunk, under claims kda.O, kda.S.regrouped]
-    b_At = _inv_unit_lower(b_Xt, m_strict, m_eye, BT, IPREC)
-    tl.store(out_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            b_At.to(out_At.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
     # W = \widetilde{\mathbf{A}}_{[t]} \text{Diag}(\boldsymbol{\beta}_{[t]}) \overleftarrow{\mathbf{K}_{[t]}} [program
     #   kda_chunk, under claims kda.O, kda.S.regrouped]
     b_W = tl.dot((b_At * tl.trans(b_DB)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2), input_precision=PREC2)
@@ -164,12 +223,6 @@ def _intra_kernel(q, k, v, g, beta, out_Gamma, out_hs0, out_At, out_W, out_U, ou
     b_U = tl.dot((b_At * tl.trans(b_DB)).to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3)
     tl.store(out_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_U.to(out_U.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    # ch0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)
-    #   [program kda_chunk, under claims kda.O, kda.S.regrouped]
-    b_ch0 = _masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2,
-            rng_c, BLOCKED)
-    tl.store(out_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            b_ch0.to(out_ch0.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
 
 
 # T and the two flags are runtime values: fewer specialisations, fewer compiles.  The
@@ -793,6 +846,8 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         # the intra kernel holds every V column of a chunk
         Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
                True),
+        Launch("_intra_wide_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
+               False),
         Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
         Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, False),
     ]
@@ -831,15 +886,17 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K,
             dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]), device=q.device)
-    At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, v, g, beta, Gamma, hs0, At, W, U, ch0, rng, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, g, beta, Gamma, At, ch0, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
+    spec["_intra_wide_kernel"].on(_intra_wide_kernel)[(NT, B * H)](k, v, beta, Gamma, At, hs0, W, U, scale, T,
+                                                   H=H, HQ=HQ, **sq, **spec["_intra_wide_kernel"].kwargs)
 
     o = empty_like(v)
     ht = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
@@ -853,7 +910,7 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
             scale, T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
-        kept = dict(Gamma=Gamma, hs0=hs0, At=At, W=W, U=U, ch0=ch0, h=h)
+        kept = dict(Gamma=Gamma, At=At, ch0=ch0, hs0=hs0, W=W, U=U, h=h)
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -875,15 +932,17 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None, seqs=Non
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K,
             dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]), device=q.device)
-    At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, v, g, beta, Gamma, hs0, At, W, U, ch0, rng, scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, g, beta, Gamma, At, ch0, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
+    spec["_intra_wide_kernel"].on(_intra_wide_kernel)[(NT, B * H)](k, v, beta, Gamma, At, hs0, W, U, scale, T,
+                                                   H=H, HQ=HQ, **sq, **spec["_intra_wide_kernel"].kwargs)
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
@@ -922,16 +981,18 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     if kept is None:
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+        At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+        ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         # the products that read hs0 round it to their type: it is stored in that type
         hs0 = torch.empty(B, T, H, K,
                 dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]),
                 device=q.device)
-        At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-        ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, v, g, beta, Gamma, hs0, At, W, U, ch0, rng, scale, T,
+        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, g, beta, Gamma, At, ch0, rng, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
+        spec["_intra_wide_kernel"].on(_intra_wide_kernel)[(NT, B * H)](k, v, beta, Gamma, At, hs0, W, U, scale, T,
+                                                       H=H, HQ=HQ, **sq, **spec["_intra_wide_kernel"].kwargs)
 
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
@@ -943,11 +1004,11 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     else:
         h = kept["h"]
         Gamma = kept["Gamma"]
-        hs0 = kept["hs0"]
         At = kept["At"]
+        ch0 = kept["ch0"]
+        hs0 = kept["hs0"]
         W = kept["W"]
         U = kept["U"]
-        ch0 = kept["ch0"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)

@@ -132,6 +132,8 @@ BAD_INPUT = [
     ("cpu_grad_accuracy.py", ["--variant", "rwkv6", "--shape", "1,20,1,16,16", "--precise", "nope"],
      "precise_lines names ['nope']"),
     ("ncu_kernels.py", ["--variant", "nope"], "unknown variant 'nope'"),
+    ("same_outputs.py", ["--variant", "gla", "--before", "/nonexistent.py"], "--before /nonexistent.py: no such file"),
+    ("same_outputs.py", ["--variant", "nope", "--before", "README.md"], "unknown variant 'nope'"),
 ]
 
 
@@ -167,7 +169,7 @@ def test_bad_input_from_the_command_line(script):
 
 # which Tiling keys size each kernel (codegen/tiling.py's docs), stated here on their
 # own so that the modules' launch_specs are checked against the schema, not themselves
-_FAMILY = {"_intra_kernel": "prep", "_state_kernel": "scan", "_out_kernel": "out", "_dstate_kernel": "scan",
+_FAMILY = {"_intra_kernel": "prep", "_intra_wide_kernel": "prep", "_state_kernel": "scan", "_out_kernel": "out", "_dstate_kernel": "scan",
            "_dstate_pre_kernel": "out", "_dstateh_kernel": "scan", "_dgradv_kernel": "grad",
            "_dgradk_kernel": "grad", "_dgradc_kernel": "grad", "_dgradkb_kernel": "grad"}
 
@@ -443,3 +445,18 @@ def test_fla_layers_runs_merge_into_one_table(bench_path, tmp_path, capsys):
     assert "| gla |" in capsys.readouterr().out
     (tmp_path / "kda" / "fla_layers.json").write_text("{broken")
     assert L.main(["--merge", str(tmp_path / "kda")]) == 2
+
+
+def test_same_outputs_names_the_tensors_a_changed_module_computes_otherwise(bench_path, tmp_path, capsys):
+    import importlib
+    import same_outputs
+    src = open(importlib.import_module("chunkproof.kernels.retention").__file__).read()
+    changed = src.replace("b_O.to(o.dtype.element_ty)", "(b_O * 1.5).to(o.dtype.element_ty)")
+    assert changed != src
+    (tmp_path / "retention.py").write_text(changed)
+    argv = ["--variant", "retention", "--dtypes", "fp32", "--shape", "1,40,1,16", "--before"]
+    assert same_outputs.main(argv + [str(tmp_path / "retention.py")]) == 1
+    out = capsys.readouterr().out
+    assert "differ: o" in out and "final state" not in out
+    (tmp_path / "same.py").write_text(src)
+    assert same_outputs.main(argv + [str(tmp_path / "same.py")]) == 0

@@ -340,9 +340,11 @@ def test_generated_modules_hold_only_the_kernels_they_run(name):
     # state-free, a K-blocked gradient kernel where a tile needs whole K rows
     import importlib
     m = importlib.import_module(f"chunkproof.kernels.{name}")
-    bw = emit.backward_stages(*planned(name))
+    p, claims = planned(name)
+    bw = emit.backward_stages(p, claims)
     kernels = {k for k in vars(m) if k.endswith("_kernel")}
     want = {"_intra_kernel", "_state_kernel", "_out_kernel", "_dgradv_kernel", "_recurrent_kernel"}
+    want |= {"_intra_wide_kernel"} if p.wide else set()
     want |= {"_dstate_kernel"} if bw.reverse else {"_dstate_pre_kernel", "_dstateh_kernel"}
     want |= {"_dgradk_kernel"} if bw.grad_k else {"_dgradc_kernel", "_dgradkb_kernel"}
     assert kernels == want

@@ -20,12 +20,15 @@ def test_vector_gated_scans_read_their_operands(name):
     """A vector-gated scan reads its gated operands (fp32, written by the intra kernel)
     and neither K nor the whole C x Dk log gate: only the gate's last row."""
     p, _ = planned(name)
-    assert p.hoisted and p.hoisted <= set(p.boundary) and p.hoisted <= set(p.intra)
+    # by the intra kernel, or by the second one where the intra stage is split (KDA)
+    assert p.hoisted and p.hoisted <= set(p.boundary) and p.hoisted <= set(p.intra) | set(p.intra_wide)
     assert all(emit.stored_fp32(p, n) for n in p.hoisted)
     intra, state, _ = emit.forward_stages(p)
-    assert p.hoisted <= set(intra.writes)
-    for n in p.hoisted:     # written whole: the intra kernel applies the gate before the store
-        assert any(ln.target == f"b_{n}" for ln in intra.lines)
+    wide = emit.intra_wide_stage(p)
+    writers = [intra] + ([wide] if wide else [])
+    assert p.hoisted <= set().union(*(st.writes for st in writers))
+    for n in p.hoisted:     # written whole: the intra stage applies the gate before the store
+        assert any(ln.target == f"b_{n}" for st in writers for ln in st.lines)
     code = "\n".join(ln.code for ln in state.lines)
     assert all(f"b_{n}" in code for n in p.hoisted)
     assert "k" not in {ld.arg for ld in state.loads}
@@ -96,15 +99,19 @@ def test_parallel_kernels_read_the_operand_only_where_it_saves_reads():
     assert "hs0=hs0" not in src and "del hs0" in src
 
 
-def test_the_intra_kernel_stores_each_tile_once_computed():
-    """KDA's operand is computed from K and the gate's logs and stored before the
-    triangular inverse, so it is dead (no register) through the inverse and the
-    products after it; every boundary tile is stored exactly once."""
+def test_the_intra_stage_stores_each_tile_once_computed():
+    """KDA's intra stage is two kernels (its W and U apply the chunk's inverse): the
+    first writes the gate's prefix and the inverse, the second reads them and writes the
+    scan's operand and W, U, with no inverse of its own; every boundary tile is stored
+    exactly once."""
+    p = plan.load_variant(BY_NAME["kda"])
+    assert p.wide == ["hs0", "W", "U"]
     _, _, src = _kernels("kda")
-    intra = src[src.index("def _intra_kernel"):src.index("def _state_kernel")]
-    assert intra.index("tl.store(out_hs0") < intra.index("_inv_unit_lower(")
-    for w in ("Gamma", "hs0", "At", "W", "U"):
-        assert intra.count(f"tl.store(out_{w} ") == 1
+    intra = src[src.index("def _intra_kernel"):src.index("def _intra_wide_kernel")]
+    wide = src[src.index("def _intra_wide_kernel"):src.index("def _state_kernel")]
+    assert "_inv_unit_lower(" in intra and "_inv_unit_lower(" not in wide
+    for w, kernel in (("Gamma", intra), ("At", intra), ("hs0", wide), ("W", wide), ("U", wide)):
+        assert src.count(f"tl.store(out_{w} ") == 1 and kernel.count(f"tl.store(out_{w} ") == 1
 
 
 def test_gen_says_what_the_scan_is_printed_from():
