@@ -81,6 +81,9 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     bw_reads = set().union(*(st.reads for _, st in bw_kernels))
     writes = (intra.writes if intra else []) + (wide.writes if wide else [])
     scan_only = [w for w in writes if w in plan.hoisted and w not in bw_reads]
+    # a tile the intra kernel writes for the wide kernel alone (DPLR's ch2) is freed after it
+    later = bw_reads | set(state.reads) | set(out.reads)
+    wide_only = [w for w in intra.writes if w in wide.reads and w not in later] if wide else []
     stored_types = _stored_types(plan, ([("_intra_wide_kernel", wide)] if wide else [])
                                  + [("_state_kernel", state), ("_out_kernel", out)] + bw_kernels)
     store_kind = {"k": "k", "v": "v", "gate_k": "k", "gate_h": "head", "head": "head"}
@@ -89,7 +92,8 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     dmap = dict(plan.defs)
     ctx = dict(
         v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, wide=wide, state_stage=state, out_stage=out, bw=bw,
-        scan_only=scan_only, stored_types=stored_types, kept_tiles=[w for w in writes if w not in scan_only],
+        scan_only=scan_only, wide_only=wide_only, stored_types=stored_types,
+        kept_tiles=[w for w in writes if w not in scan_only and w not in wide_only],
         guarded_any=any(st.guarded for st in parallel if st),
         kind_of={a.name: store_kind[a.kind] for a in v.args},
         grad_outs=[(a.name, store_kind[a.kind]) for a in v.args] if bw else [],

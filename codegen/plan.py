@@ -304,12 +304,31 @@ def _split_wide(plan: Plan, dmap, heavy, cum):
     ran at 255 registers with spills and two programs per SM (Gated DeltaNet, KDA, DPLR
     on the H200); the first kernel then writes the C x C and gate-prefix tiles and the
     second forms every non-prefix C x D boundary tile from them.  The second recomputes
-    no inverse and no C x C product over a head dimension (else no split)."""
+    no inverse and no C x C product over a head dimension (else no split).  Mutates
+    plan.defs and plan.boundary where it names such a product."""
     inverses = {n for n in plan.boundary if n in heavy and dmap[n].shape() == ("C", "C")}
     wide = [n for n in plan.boundary if dmap[n].shape()[1] in ("Dk", "Dv") and n not in cum]
     if not inverses or not any(_closure(n, dmap) & inverses for n in wide):
         return [], []
-    first = set(plan.boundary) - set(wide)
+    need = _wide_needs(wide, dmap, set(plan.boundary) - set(wide))
+    # a C x C product over a head dimension in a wide tile (DPLR's C = -E (B K^T . M) V)
+    # is named (ch<i>, the same expression) and formed by the first kernel
+    for n in [n for n, _ in plan.defs if n in need and any(_chunk_gram(x) for x in ir.walk(dmap[n]))]:
+        named, new = _name_chunk_products(dmap[n], dmap, None, lambda m: m in dmap or m in plan.inputs)
+        if new:
+            at = [m for m, _ in plan.defs].index(n)
+            plan.defs[at:at + 1] = new + [(n, named)]
+            dmap.update(plan.defs)
+            fresh = {m for m, _ in new}
+            plan.boundary = [m for m, _ in plan.defs if m in fresh or m in plan.boundary]
+    need = _wide_needs(wide, dmap, set(plan.boundary) - set(wide))
+    if any(_dense_inverses(dmap[n], plan.diagonal) or any(_chunk_gram(x) for x in ir.walk(dmap[n])) for n in need):
+        return [], []
+    return wide, [n for n, _ in plan.defs if n in need]
+
+
+def _wide_needs(wide, dmap, first) -> Set[str]:
+    """The definitions the wide kernel computes to form ``wide``, reading ``first``."""
     need: Set[str] = set(wide)
     todo = list(wide)
     while todo:
@@ -317,9 +336,7 @@ def _split_wide(plan: Plan, dmap, heavy, cum):
             if m in dmap and m not in first and m not in need:
                 need.add(m)
                 todo.append(m)
-    if any(_dense_inverses(dmap[n], plan.diagonal) or any(_chunk_gram(x) for x in ir.walk(dmap[n])) for n in need):
-        return [], []
-    return wide, [n for n, _ in plan.defs if n in need]
+    return need
 
 
 def _chunk_gram(x) -> bool:
@@ -331,13 +348,14 @@ def _name_chunk_products(e, dmap, gates, taken):
     """``e`` with every maximal C x C subexpression that holds a product, reads no state
     and reads one of ``gates`` (C x Dk gate tiles: a product with an exp per channel,
     worth forming once; a scalar-gated one is a plain product, cheaper to form again than
-    to read in fp32) replaced by a tile ch<i>, and the new definitions [(name, expression)]."""
+    to read in fp32; None: any) replaced by a tile ch<i>, and the new definitions
+    [(name, expression)]."""
     found: Dict[ir.Expr, str] = {}
 
     def free(x) -> bool:
         names = var_names(x)
         reads = names.union(*(_closure(n, dmap) for n in names if n in dmap))
-        return "S_prev" not in reads and bool(reads & gates)
+        return "S_prev" not in reads and (gates is None or bool(reads & gates))
 
     def sub(x):
         if x.shape() == ("C", "C") and not isinstance(x, ir.Var) and has_product(x) and free(x):

@@ -44,14 +44,14 @@ PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '
 RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False),
         ('a', 'a', '', '', False), ('b', 'b', '', '', False), ('gk', 'gk', '', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["ch0", "ch1", "E", "Gamma"]
+FP32_TILES = ["ch0", "ch1", "ch2", "E", "Gamma"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')], "hs1": [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]}
 
 
 @triton.jit(do_not_specialize=["T"])
-def _intra_kernel(q, k, v, gk, a, b, out_Gamma, out_hs0, out_hs1, out_E, out_W, out_C, out_ch0, out_ch1, rng, scale, T,
+def _intra_kernel(q, k, gk, a, b, out_Gamma, out_E, out_ch2, out_ch0, out_ch1, rng, scale, T,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -90,8 +90,6 @@ def _intra_kernel(q, k, v, gk, a, b, out_Gamma, out_hs0, out_hs1, out_E, out_W, 
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
-    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
-            & (o_v < V)[None, :], other=0.)
     b_Alpha_log = tl.load(gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
     b_Alpha_log_last = tl.load(gk + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :],
@@ -106,11 +104,105 @@ def _intra_kernel(q, k, v, gk, a, b, out_Gamma, out_hs0, out_hs1, out_E, out_W, 
     tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     b_Gamma = tl.exp(b_Gamma_log)
-    # gC = \mathbf{\Gamma}_{[t]}^{C}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
-    b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
     b_Ql_f = b_Gamma_log
+    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
+    #   dplr.fla.S.regrouped] (its gate factor, in log space)
+    b_Kr_f = (-b_Gamma_log)
+    # Ar = \mathbf{B}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
+    #   dplr.fla.S.regrouped] (its gate factor, in log space)
+    b_Ar_f = b_Kr_f
+    # Bl = -\left(\mathbf{A}_{[t]} \odot \left(\mathbf{\Gamma}_{[t]} \oslash \boldsymbol{\alpha}_{[t]}\right)\right)
+    #   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped] (a tile times a gate factor: the tile)
+    b_Bl_c = (-b_A.to(tl.float32))
+    b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
+    # F = \mathbf{I} + \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot
+    #   \mathbf{M}_{-1}\right) [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
+    b_F = (tl.where(m_eye, 1.0, 0.)
+            + _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_B), tl.trans(b_Ar_f), m_strict, m_mid, True, BT, DT2, CT2,
+            PREC2, rng_c, BLOCKED))
+    # E = \left(\mathbf{F}_{[t]}\right)^{-1}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
+    b_E = _inv_unit_lower(b_F, m_strict, m_eye, BT, IPREC)
+    tl.store(out_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            b_E.to(out_E.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
+    # ch2 = \mathbf{E}_{[t]} \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot
+    #   \mathbf{M}_{-1}\right) [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
+    b_ch2 = tl.dot(b_E.to(DT2).to(CT2),
+            _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2,
+            PREC2, rng_c, BLOCKED).to(DT2).to(CT2),
+            input_precision=PREC2)
+    tl.store(out_ch2 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            b_ch2.to(out_ch2.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
+    # ch0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)
+    #   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
+    b_ch0 = _masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2,
+            rng_c, BLOCKED)
+    tl.store(out_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            b_ch0.to(out_ch0.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
+    # ch1 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right)
+    #   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
+    b_ch1 = _masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2,
+            rng_c, BLOCKED)
+    tl.store(out_ch1 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            b_ch1.to(out_ch1.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
+
+
+# the intra stage's C x Dk and C x Dv tiles, from the C x C tiles the intra kernel wrote
+@triton.jit(do_not_specialize=["T"])
+def _intra_wide_kernel(k, v, gk, a, b, in_Gamma, in_E, in_ch2, out_hs0, out_hs1, out_W, out_C, scale, T,
+                       H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
+                       BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
+                       DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
+                       PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr):
+    # one program per (chunk, batch*head); V is one block
+    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
+    if VARLEN:
+        i_c = i_t.to(tl.int64)
+        i_n = tl.load(ci + i_t * 2)
+        i_t = tl.load(ci + i_t * 2 + 1)
+        bos = tl.load(cu + i_n).to(tl.int64)
+        T = tl.load(cu + i_n + 1) - tl.load(cu + i_n)
+    else:
+        bos = i_b.to(tl.int64) * T
+        i_c = i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t
+    o_t = tl.arange(0, BT)
+    o_k = tl.arange(0, BK)
+    o_v = 0 * BV + tl.arange(0, BV)
+    m_incl = o_t[:, None] >= o_t[None, :]
+    m_strict = o_t[:, None] > o_t[None, :]
+    m_upper = o_t[:, None] <= o_t[None, :]
+    m_eye = o_t[:, None] == o_t[None, :]
+    r_t = i_t * BT + o_t
+    m_r = r_t < T
+    n_r = tl.minimum(T - i_t * BT, BT)
+    m_last = (o_t == n_r - 1)[:, None]
+    m_mid = (o_t == n_r // 2)[:, None]
+    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
+    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
+            & (o_v < V)[None, :], other=0.)
+    b_Alpha_log = tl.load(gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
+    b_Alpha_log_last = tl.load(gk + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
+    b_A = tl.load(a + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
+    b_B = tl.load(b + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
+            & (o_k < K)[None, :], other=0.)
+    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
+            + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
+            other=0.).to(tl.float32)
+    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
+            mask=(o_k < K)[None, :], other=0.).to(tl.float32)
+    b_E = tl.load(in_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None]
+            & (o_t >= 0)[None, :], other=0.)
+    b_ch2 = tl.load(in_ch2 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+    # gC = \mathbf{\Gamma}_{[t]}^{C}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
+    b_gC_log = tl.trans(b_Gamma_log_last)
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
@@ -133,41 +225,16 @@ def _intra_kernel(q, k, v, gk, a, b, out_Gamma, out_hs0, out_hs1, out_E, out_W, 
     #   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped] (a tile times a gate factor: the tile)
     b_Bl_c = (-b_A.to(tl.float32))
     b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
-    # F = \mathbf{I} + \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot
-    #   \mathbf{M}_{-1}\right) [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
-    b_F = (tl.where(m_eye, 1.0, 0.)
-            + _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_B), tl.trans(b_Ar_f), m_strict, m_mid, True, BT, DT2, CT2,
-            PREC2, rng_c, BLOCKED))
-    # E = \left(\mathbf{F}_{[t]}\right)^{-1}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
-    b_E = _inv_unit_lower(b_F, m_strict, m_eye, BT, IPREC)
-    tl.store(out_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            b_E.to(out_E.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
     # W = \mathbf{E}_{[t]} \overleftarrow{\mathbf{B}_{[t]}} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped]
     b_W = tl.dot(b_E.to(DT2).to(CT2), (b_Bl_c * tl.exp(b_Bl_f)).to(DT2).to(CT2), input_precision=PREC2)
     tl.store(out_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_W.to(out_W.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    # C = -\mathbf{E}_{[t]} \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot
-    #   \mathbf{M}_{-1}\right) \mathbf{V}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
-    b_C = (-tl.dot(tl.dot(b_E.to(DT2).to(CT2),
-            _masked_gated_dot(b_Bl_c, b_Bl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2,
-            PREC2, rng_c, BLOCKED).to(DT2).to(CT2),
-            input_precision=PREC2).to(DT3).to(CT3),
-            b_V.to(DT3).to(CT3), input_precision=PREC3))
+    # C = -(\mathbf{E}_{[t]} \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot
+    #   \mathbf{M}_{-1}\right)) \mathbf{V}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
+    b_C = (-tl.dot(b_ch2.to(DT3).to(CT3), b_V.to(DT3).to(CT3), input_precision=PREC3))
     tl.store(out_C + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_C.to(out_C.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
-    # ch0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)
-    #   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
-    b_ch0 = _masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2,
-            rng_c, BLOCKED)
-    tl.store(out_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            b_ch0.to(out_ch0.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
-    # ch1 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot \mathbf{M}\right)
-    #   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
-    b_ch1 = _masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_B), tl.trans(b_Ar_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2,
-            rng_c, BLOCKED)
-    tl.store(out_ch1 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            b_ch1.to(out_ch1.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
 
 
 # T and the two flags are runtime values: fewer specialisations, fewer compiles.  The
@@ -886,6 +953,8 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         # the intra kernel holds every V column of a chunk
         Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
                True),
+        Launch("_intra_wide_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
+               False),
         Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
         Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, False),
     ]
@@ -924,19 +993,23 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    ch2 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    ch1 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
     # the products that read hs1 round it to their type: it is stored in that type
     hs1 = torch.empty(B, T, H, K,
             dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]), device=q.device)
-    E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-    ch1 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, v, gk, a, b, Gamma, hs0, hs1, E, W, C, ch0, ch1, rng,
-            scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, gk, a, b, Gamma, E, ch2, ch0, ch1, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
+    spec["_intra_wide_kernel"].on(_intra_wide_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, E, ch2, hs0, hs1, W, C, scale,
+            T,
+                                                   H=H, HQ=HQ, **sq, **spec["_intra_wide_kernel"].kwargs)
+    del ch2     # read by the wide kernel alone
 
     o = empty_like(v)
     ht = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
@@ -951,7 +1024,7 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
             o, scale, T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
-        kept = dict(Gamma=Gamma, hs1=hs1, E=E, W=W, C=C, ch0=ch0, ch1=ch1, h=h)
+        kept = dict(Gamma=Gamma, E=E, ch0=ch0, ch1=ch1, hs1=hs1, W=W, C=C, h=h)
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -973,19 +1046,23 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None, seqs=No
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+    E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    ch2 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    ch1 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
     # the products that read hs1 round it to their type: it is stored in that type
     hs1 = torch.empty(B, T, H, K,
             dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]), device=q.device)
-    E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
     C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-    ch1 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, v, gk, a, b, Gamma, hs0, hs1, E, W, C, ch0, ch1, rng,
-            scale, T,
+    spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, gk, a, b, Gamma, E, ch2, ch0, ch1, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
+    spec["_intra_wide_kernel"].on(_intra_wide_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, E, ch2, hs0, hs1, W, C, scale,
+            T,
+                                                   H=H, HQ=HQ, **sq, **spec["_intra_wide_kernel"].kwargs)
+    del ch2     # read by the wide kernel alone
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
@@ -1024,20 +1101,24 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     if kept is None:
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
+        E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+        ch2 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+        ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+        ch1 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         # the products that read hs0 round it to their type: it is stored in that type
         hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
         # the products that read hs1 round it to their type: it is stored in that type
         hs1 = torch.empty(B, T, H, K,
                 dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]),
                 device=q.device)
-        E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         C = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)
-        ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-        ch1 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, v, gk, a, b, Gamma, hs0, hs1, E, W, C, ch0, ch1, rng,
-                scale, T,
+        spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, gk, a, b, Gamma, E, ch2, ch0, ch1, rng, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
+        spec["_intra_wide_kernel"].on(_intra_wide_kernel)[(NT, B * H)](k, v, gk, a, b, Gamma, E, ch2, hs0, hs1, W, C,
+                scale, T,
+                                                       H=H, HQ=HQ, **sq, **spec["_intra_wide_kernel"].kwargs)
+        del ch2     # read by the wide kernel alone
 
         # the pointers of an unused initial or final state are v (never read or written)
         h0 = initial_state if initial_state is not None else v
@@ -1050,12 +1131,12 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     else:
         h = kept["h"]
         Gamma = kept["Gamma"]
-        hs1 = kept["hs1"]
         E = kept["E"]
-        W = kept["W"]
-        C = kept["C"]
         ch0 = kept["ch0"]
         ch1 = kept["ch1"]
+        hs1 = kept["hs1"]
+        W = kept["W"]
+        C = kept["C"]
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
