@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
 # One device call in three phases, each bounded: (1) the GPU kernel tests of TEST_K
-# (default the kernels changed in session 33, not yet run compiled: the delta rules'
-# scans writing delta U, the chunk products of GLA, KDA, DPLR and RWKV-6, RetNet's and
-# DeltaNet's dh) for TESTS_S seconds
-# (default 130); (2) FLA's layer
+# (default the 16-bit cases session 34 did not reach: GLA's, RetNet's, RWKV-6's and
+# simple GLA's) for TESTS_S seconds (default 130); (2) FLA's layer
 # classes with our ops patched in (benchmarks/fla_layers_patched.py --quick-autotune) for
 # LAYERS_S seconds (default 150, shared equally by the layers of LAYERS, each in its own
 # process; default all seven, comma-separated); TESTS_S=0 skips (1), LAYERS_S=0 skips (2); (3) `chunkproof
-# bench --mode both` at SHAPES (default 4x4096x16x128) for VARIANTS (default "gla gated_delta_rule rwkv6 kda dplr_delta_rule") in what
+# bench --mode both` at SHAPES (default 4x4096x16x128) for VARIANTS (default "retention simple_gla gated_delta_rule": the rows not re-run since their last change) in what
 # is left of LIMIT (default 575).  Triton's cache from .tcache/ is restored first
 # (benchmarks/tcache.sh).  Writes under $OUT: fla_layers.md, bench.md, text.tar (setup.log,
 # pytest_gpu.txt, fla_layers.json, fla_layers.log, latest.json, bench.log), tcache.part*,
@@ -32,7 +30,7 @@ pack_text() {
 trap 'pack_text; tcache_pack "$OUT"' EXIT
 
 if [ "${TESTS_S:-130}" -gt 0 ]; then
-    k="${TEST_K:-(gla and not simple_gla) or gated_delta_rule or kda or dplr or delta_rule or retention or rwkv6}"
+    k="${TEST_K:-16bit_close and (gla or retention or rwkv6)}"
     timeout "${TESTS_S:-130}" python3 -m pytest -o addopts= -m gpu -q -rA -p no:cacheprovider tests/test_kernels.py \
         -k "$k" > "$OUT/pytest_gpu.txt" 2>&1
     echo "pytest rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/pytest_gpu.txt"
@@ -59,7 +57,7 @@ fi
 left=$((LIMIT - (SECONDS - T0) - 15))
 if [ "$left" -gt 90 ]; then
     vs=()
-    for v in ${VARIANTS:-gla gated_delta_rule rwkv6 kda dplr_delta_rule}; do vs+=(--variant "$v"); done
+    for v in ${VARIANTS:-retention simple_gla gated_delta_rule}; do vs+=(--variant "$v"); done
     timeout -k 10 "$left" python3 -m chunkproof bench "${vs[@]}" --mode both --shapes "${SHAPES:-4x4096x16x128}" \
         --budget $((left - 100)) -o "$OUT/latest.json" > "$OUT/bench.md" 2>> "$OUT/bench.log"
     echo "bench rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/bench.log"
