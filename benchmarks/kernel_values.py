@@ -15,9 +15,10 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported
 
 import torch  # noqa: E402
 
+from chunkproof.bench.calls import fwd_bwd_state  # noqa: E402
 from chunkproof.bench.inputs import fuzz_case  # noqa: E402
 from chunkproof.bench.metrics import reference_names  # noqa: E402
-from chunkproof.fuzz.cases import VARIANTS, kernel, module  # noqa: E402
+from chunkproof.fuzz.cases import VARIANTS, kernel  # noqa: E402
 from chunkproof.fuzz.reference import grad_errors, recurrence, reference_grads, rel_rms  # noqa: E402
 
 SHAPE = dict(B=1, T=45, H=2, K=16, V=24)   # a partial last chunk, K != V
@@ -26,11 +27,7 @@ SHAPE = dict(B=1, T=45, H=2, K=16, V=24)   # a partial last chunk, K != V
 def values(variant, seed=3):
     inputs, state, do, dht = fuzz_case(variant, **SHAPE, seed=seed, dtype=torch.float32)
     ref = reference_names(inputs)
-    leaves = [a.detach().clone().requires_grad_() for a in inputs.values()]
-    h0 = state.detach().clone().requires_grad_()
-    o, ht = kernel(variant)(*leaves, initial_state=h0, output_final_state=True)
-    names = [n for n, _ in module(variant).ARGS] + ["initial_state"]
-    grads = dict(zip(names, torch.autograd.grad((o, ht), leaves + [h0], (do, dht))))
+    o, ht, grads = fwd_bwd_state(kernel(variant), inputs, state, do, dht)
     ro, rh = recurrence(variant, initial_state=state, **ref)
     errs = {"o": rel_rms(o, ro), "final_state": rel_rms(ht, rh)}
     errs.update(("d" + n, e) for n, e in grad_errors(

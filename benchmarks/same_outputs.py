@@ -47,13 +47,9 @@ def _module_from(path, name):
 
 
 def _run(fn, x, h0, do, dht):
-    xs = {k: (v.detach().clone().requires_grad_(v.is_floating_point()) if torch.is_tensor(v) else v)
-          for k, v in x.items()}
-    h = h0.detach().clone().requires_grad_()
-    o, ht = fn(**xs, initial_state=h, output_final_state=True)
-    ((o.float() * do.float()).sum() + (ht * dht).sum()).backward()
-    named = {"o": o, "final state": ht, "initial state's gradient": h.grad}
-    named.update({f"d{k}": v.grad for k, v in xs.items() if torch.is_tensor(v) and v.grad is not None})
+    o, ht, grads = calls.fwd_bwd_state(fn, x, h0, do, dht)
+    named = {"o": o, "final state": ht, "initial state's gradient": grads.pop("initial_state")}
+    named.update({f"d{k}": g for k, g in grads.items()})
     return named
 
 

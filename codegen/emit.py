@@ -289,8 +289,7 @@ def forward_stages(plan: Plan):
     name = plan.variant.name
     intra = None
     if plan.intra:
-        first = [n for n in plan.boundary if n not in plan.wide]
-        intra = _stage(KernelPlan(plan, plan.intra, writes=first, cites=cites), f"{name} intra kernel")
+        intra = _stage(KernelPlan(plan, plan.intra, writes=plan.intra_writes, cites=cites), f"{name} intra kernel")
     s, o = plan.state_stage, plan.out_stage
     state = _stage(KernelPlan(plan, s.computes, [_final(plan, "S")], s.reads, cites=cites), f"{name} state kernel")
     out = _stage(KernelPlan(plan, o.computes, [_final(plan, "O")], o.reads, cites=cites), f"{name} output kernel",
@@ -305,7 +304,7 @@ def intra_wide_stage(plan: Plan) -> Optional[Stage]:
         return None
     dmap = dict(plan.defs)
     got = set(plan.intra_wide).union(*(var_names(dmap[n]) for n in plan.intra_wide))
-    reads = [n for n in plan.boundary if n not in plan.wide and n in got]
+    reads = [n for n in plan.intra_writes if n in got]
     return _stage(KernelPlan(plan, plan.intra_wide, reads=reads, writes=list(plan.wide), cites=_forward_cites(plan)),
                   f"{plan.variant.name} intra wide kernel")
 

@@ -78,6 +78,11 @@ class Plan:
     out_stage: Optional[StageNames] = None     # the output kernel
 
     @property
+    def intra_writes(self) -> list:
+        """The boundary tiles the intra kernel writes: all of them but the wide kernel's."""
+        return [n for n in self.boundary if n not in self.wide]
+
+    @property
     def param_logs(self) -> list:
         """The per-head parameters the wrapper passes as their logs ([H] fp32), in name order."""
         return [p for _, p in sorted(param_bindings(self.deriv, self.variant.name).items()) if p.kind == "head_log"]
@@ -286,8 +291,7 @@ def build(v: Variant, deriv: Derivation, check=True, checker=None) -> Plan:
                                f"C x Dk and C x Dv tiles (and C x 1 gate products, C x C inverses) are "
                                f"written between kernels")
     plan.wide, plan.intra_wide = _split_wide(plan, dmap, heavy, cum)
-    first = [n for n in plan.boundary if n not in plan.wide]
-    intra = set(first).union(*(_closure(n, dmap) for n in first))
+    intra = set(plan.intra_writes).union(*(_closure(n, dmap) for n in plan.intra_writes))
     plan.intra = [n for n, _ in defs if n in intra]
     for n in list(plan.intra) + [n for n, _ in defs if n in scan_needed and n not in stored]:
         for sub in _dense_inverses(dmap[n], plan.diagonal):
