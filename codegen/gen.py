@@ -219,8 +219,10 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
             progress(f"{v.name}: the state scan reads {', '.join(sorted(plan.hoisted))} from the intra kernel, "
                      f"printed from {plan.claims['S'].id} (checked: exact)")
         rec = precision.read_record(out_dir, v.name)
-        why = "measured on other kernel code" if rec else "none yet"
-        choice = precision.Choice.from_dict(rec["choice"]) if rec else precision.Choice.cheapest()
+        current = bool(rec) and rec.get("version") == precision.VERSION
+        why = ("measured on other kernel code" if current else "written by another planner version") if rec \
+            else "none yet"
+        choice = precision.Choice.from_dict(rec["choice"]) if current else precision.Choice.cheapest()
         candidates = None
         if choice.lines or choice.mixed:
             # a changed derivation may no longer print a line the record names: the

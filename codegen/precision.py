@@ -2,8 +2,9 @@
 by measurement against a stated accuracy target rather than set by hand (docs/gen.md,
 "Precision").
 
-The choice is the four families of products with a computed tile (TILING
-forward_dots, reverse_dots, gradv_dots, grad_dots: "input" < "tf32" < "tf32_mixed"),
+The choice is the five families of products with a computed tile (TILING
+forward_dots, scan_dots, reverse_dots, gradv_dots, grad_dots: "input" < "tf32" <
+"tf32_mixed"),
 the gradient lines whose gated products take tf32x3 (Variant.precise_lines) and the
 gradient lines that take "tf32_mixed" alone (Variant.mixed_lines).  It starts from the
 cheapest choice and promotes one family by one step, or one line, at a time, always the
@@ -40,9 +41,9 @@ TARGET = 0.8
 GATE_SLACK = 2.0
 SHAPES = ((1, 128, 2, 64, 64), (1, 130, 1, 32, 48))
 SEED = 5
-FAMILIES = ("forward_dots", "reverse_dots", "gradv_dots", "grad_dots")
+FAMILIES = ("forward_dots", "scan_dots", "reverse_dots", "gradv_dots", "grad_dots")
 RECORD = "{}.precision.json"       # beside the generated module
-VERSION = 4
+VERSION = 5
 # the families whose lines Variant.mixed_lines names (the gradient kernels), and how much
 # a gate gradient may lose against its family at tf32_mixed when the family is narrowed
 MIXED_FAMILIES = ("gradv_dots", "grad_dots")
@@ -139,7 +140,8 @@ def read_record(out_dir: str, name: str) -> Optional[dict]:
     try:
         with open(path, encoding="utf-8") as f:
             rec = json.load(f)
-        Choice.from_dict(rec["choice"])
+        if rec.get("version") == VERSION:     # another version's record is stale, planned again
+            Choice.from_dict(rec["choice"])
         return rec
     except (ValueError, KeyError, TypeError) as e:
         raise CodegenError(f"{path}: not a precision record chunkproof gen wrote ({e}); delete it and "

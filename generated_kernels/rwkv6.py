@@ -21,9 +21,9 @@ from ._runtime import (  # noqa: F401
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
-        grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='tf32', reverse_dots='input',
-        gradv_dots='input', grad_dots='tf32', grad_gated='tf32x3', autotune=True, keep_forward=True, fp32_BT=32,
-        fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
+        grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, forward_dots='tf32', scan_dots='input',
+        reverse_dots='input', gradv_dots='input', grad_dots='tf32', grad_gated='tf32x3', autotune=True,
+        keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 # the tiles' arguments, then the parameters' ([H, K] each)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('w', 'k')) + (('u', 'param_k'),)
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
@@ -557,7 +557,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         # the intra kernel holds every V column of a chunk
         Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
                True),
-        Launch("_state_kernel", dict(dims, **types), *scan, ("BV",), tune),
+        Launch("_state_kernel", dict(dims, **kernel_types(dtype, device, til.scan_dots)), *scan, ("BV",), tune),
         Launch("_out_kernel", dict(dims, **types), *out, ("BV",), tune, False),
     ]
     BVG, fits = fitted_grad_bv("chunk_rwkv6", dtype, device, K, V, min(til.grad_BV, BV_full), til)
