@@ -39,10 +39,11 @@ fi
 
 # per-kernel device time of the forward, ours and FLA's, for PROFILE (default the two
 # forwards behind FLA's; PROFILE_S seconds, default 120; PROFILE_S=0 skips; PROFILE_CONFIGS:
-# profile_kernels.py's --configs, default "" = the modules' own TILING)
+# profile_kernels.py's --configs, default "" = the modules' own TILING; PROFILE_FLA: the
+# variants whose FLA forward is profiled too, default PROFILE's, "" none)
 if [ "${PROFILE_S:-120}" -gt 0 ]; then
     timeout "${PROFILE_S:-120}" python3 benchmarks/profile_kernels.py --mode fwd --iters 5 \
-        --variants "${PROFILE:-gated_delta_rule,kda}" --fla "${PROFILE:-gated_delta_rule,kda}" --configs "${PROFILE_CONFIGS:-}" \
+        --variants "${PROFILE:-gated_delta_rule,kda}" --fla "${PROFILE_FLA-${PROFILE:-gated_delta_rule,kda}}" --configs "${PROFILE_CONFIGS:-}" \
         --budget $(( ${PROFILE_S:-120} - 30 )) --out "$OUT/profile.md" > "$OUT/profile.log" 2>&1
     echo "profile rc=$? at $((SECONDS - T0)) s" | tee -a "$OUT/profile.log"
 fi

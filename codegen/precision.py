@@ -2,8 +2,8 @@
 by measurement against a stated accuracy target rather than set by hand (docs/gen.md,
 "Precision").
 
-The choice is the five families of products with a computed tile (TILING
-forward_dots, scan_dots, reverse_dots, gradv_dots, grad_dots: "input" < "tf32" <
+The choice is the six families of products with a computed tile (TILING
+prep_dots, scan_dots, out_dots, reverse_dots, gradv_dots, grad_dots: "input" < "tf32" <
 "tf32_mixed"),
 the gradient lines whose gated products take tf32x3 (Variant.precise_lines) and the
 gradient lines that take "tf32_mixed" alone (Variant.mixed_lines).  It starts from the
@@ -41,9 +41,9 @@ TARGET = 0.8
 GATE_SLACK = 2.0
 SHAPES = ((1, 128, 2, 64, 64), (1, 130, 1, 32, 48))
 SEED = 5
-FAMILIES = ("forward_dots", "scan_dots", "reverse_dots", "gradv_dots", "grad_dots")
+FAMILIES = ("prep_dots", "scan_dots", "out_dots", "reverse_dots", "gradv_dots", "grad_dots")
 RECORD = "{}.precision.json"       # beside the generated module
-VERSION = 5
+VERSION = 6
 # the families whose lines Variant.mixed_lines names (the gradient kernels), and how much
 # a gate gradient may lose against its family at tf32_mixed when the family is narrowed
 MIXED_FAMILIES = ("gradv_dots", "grad_dots")

@@ -74,7 +74,8 @@ DEFAULT = dict(
     # fp32 products stage twice the bytes: the scans fit 227 KB of shared memory so; the
     # delta rules' fp32 gradient kernels need 278 KB at chunks of 64, 156 KB at 32
     fp32_BT=32, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1,
-    forward_dots="tf32", scan_dots="tf32", reverse_dots="tf32", gradv_dots="tf32", grad_dots="tf32", grad_gated="tf32x3",
+    prep_dots="tf32", scan_dots="tf32", out_dots="tf32", reverse_dots="tf32", gradv_dots="tf32", grad_dots="tf32",
+    grad_gated="tf32x3",
 )
 
 

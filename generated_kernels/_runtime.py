@@ -277,8 +277,8 @@ def gpu_sms(device):
 
 def kernel_types(dtype, device, dots, gated=None):
     """The constexprs of one kernel's product types: ``dots`` the kernel family's type
-    of products with a computed tile (TILING forward_dots, scan_dots, reverse_dots,
-    gradv_dots, grad_dots; see dot_types), ``gated`` (the gradient kernels: TILING grad_gated) the
+    of products with a computed tile (TILING prep_dots, scan_dots, out_dots,
+    reverse_dots, gradv_dots, grad_dots; see dot_types), ``gated`` (the gradient kernels: TILING grad_gated) the
     type of its gated intra-chunk products (_masked_mix, _masked_gated_dot) where their
     operands are fp32 and would multiply in tf32; elsewhere they take PREC2."""
     t = dot_types(dtype, device, dots)

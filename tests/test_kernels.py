@@ -147,8 +147,8 @@ def test_odd_wide_heads(name):
 def test_a_bad_tiling_override_is_refused():
     mod = importlib.import_module("chunkproof.kernels.gla")
     before = mod.TILING
-    with pytest.raises(ValueError, match=r"forward_dots must be one of 'input', 'tf32', 'tf32_mixed', got 'fast'"):
-        _run("gla", (1, 5, 1, 16, 16), 0, False, torch.float32, "cpu", forward_dots="fast")
+    with pytest.raises(ValueError, match=r"out_dots must be one of 'input', 'tf32', 'tf32_mixed', got 'fast'"):
+        _run("gla", (1, 5, 1, 16, 16), 0, False, torch.float32, "cpu", out_dots="fast")
     with pytest.raises(ValueError, match=r"unknown TILING key\(s\) 'gate_products'.*the keys: BT"):
         _run("gla", (1, 5, 1, 16, 16), 0, False, torch.float32, "cpu", gate_products="blocks")
     assert mod.TILING is before
@@ -156,9 +156,10 @@ def test_a_bad_tiling_override_is_refused():
 
 @pytest.mark.parametrize("name", ["gla", "dplr_delta_rule"])
 def test_tf32_mixed_keeps_computed_operands_out_of_bf16(name):
-    # forward_dots="tf32_mixed" multiplies an input tile by a computed one without
-    # rounding the computed one to bf16: on the CPU (bf16 rounding emulated, tf32 as
-    # fp32) its output error on bf16 inputs is clearly below tf32's
-    errs = {mode: sum(_run(name, (1, 130, 2, 32, 32), s, True, torch.bfloat16, "cpu", forward_dots=mode)[0]
+    # "tf32_mixed" in the forward's kernels multiplies an input tile by a computed one
+    # without rounding the computed one to bf16: on the CPU (bf16 rounding emulated, tf32
+    # as fp32) its output error on bf16 inputs is clearly below tf32's
+    errs = {mode: sum(_run(name, (1, 130, 2, 32, 32), s, True, torch.bfloat16, "cpu", prep_dots=mode, scan_dots=mode,
+                           out_dots=mode)[0]
                       for s in range(2)) for mode in ("tf32", "tf32_mixed")}
     assert errs["tf32_mixed"] < 0.8 * errs["tf32"], errs

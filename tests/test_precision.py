@@ -120,8 +120,8 @@ def test_a_plateau_is_crossed_by_the_cheaper_promotions(monkeypatch):
     # family that matters; what it promoted on the way and did not need is taken back
     v = next(v for v in VARIANTS if v.name == "delta_rule")
     rec, _ = precision.plan(v, lambda vv: "", "", ["dQ"], _Synthetic)
-    assert rec["met"] and rec["choice"] == dict(forward_dots="input", scan_dots="input", reverse_dots=DOTS[-1],
-                                                gradv_dots="input",
+    assert rec["met"] and rec["choice"] == dict(prep_dots="input", scan_dots="input", out_dots="input",
+                                                reverse_dots=DOTS[-1], gradv_dots="input",
                                                 grad_dots="input", precise_lines=[], mixed_lines=[])
     assert any("back to" in s["step"] for s in rec["steps"])
     assert rec["worst_ratio"] == 0.5 and rec["evaluations"] == 1 + sum(s.get("candidates", 0) for s in rec["steps"]) \
@@ -197,7 +197,8 @@ def test_a_mixed_line_multiplies_like_two_computed_tiles_in_the_gradient_kernels
     from chunkproof.codegen.plan import load_variant
     v = next(v for v in VARIANTS if v.name == "simple_gla")
     plan = load_variant(v, check=False)
-    base = dict(forward_dots="input", scan_dots="input", reverse_dots="input", gradv_dots="tf32", grad_dots="tf32")
+    base = dict(prep_dots="input", scan_dots="input", out_dots="input", reverse_dots="input", gradv_dots="tf32",
+                grad_dots="tf32")
     plain = gen.render_variant(precision.apply(v, Choice.from_dict(base)), plan=plan, check=False)
     line = gen.candidate_lines(v, plan)[1][0]       # a product of a read tile by a computed one
     mixed = gen.render_variant(precision.apply(v, Choice.from_dict(dict(base, mixed_lines=[line]))), plan=plan,
