@@ -598,15 +598,16 @@ def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size
     spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, w, u, Gc, hs0, Aqk, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
-    o = empty_like(v)
-    ht = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else o
-    h0 = initial_state if initial_state is not None else o
+    # the pointers of an unused initial or final state are v (never read or written)
+    ht = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else v
+    h0 = initial_state if initial_state is not None else v
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
     spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](v, Gc, hs0, h, h0, ht, scale,
             T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
     del hs0     # read by the state scan alone
+    o = empty_like(v)     # after the scan: not alive beside the tiles it alone reads
     spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, v, w, Gc, Aqk, h, o, scale,
             T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
