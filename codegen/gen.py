@@ -90,10 +90,13 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     rfunc = fla_api.recurrent_name(v.func)
     names = [a.name for a in v.args] + list(plan.param_arg_names)
     dmap = dict(plan.defs)
+    kept_tiles = [w for w in writes if w not in scan_only and w not in wide_only]
     ctx = dict(
         v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, wide=wide, state_stage=state, out_stage=out, bw=bw,
-        scan_only=scan_only, wide_only=wide_only, stored_types=stored_types,
-        kept_tiles=[w for w in writes if w not in scan_only and w not in wide_only],
+        scan_only=scan_only, wide_only=wide_only, stored_types=stored_types, kept_tiles=kept_tiles,
+        # a forward that keeps nothing frees a kept tile after the last forward kernel reading it
+        kept_unread=[w for w in kept_tiles if w not in state.reads and w not in out.reads],
+        kept_scan=[w for w in kept_tiles if w in state.reads and w not in out.reads],
         guarded_any=any(st.guarded for st in parallel if st),
         kind_of={a.name: store_kind[a.kind] for a in v.args},
         grad_outs=[(a.name, store_kind[a.kind]) for a in v.args] if bw else [],

@@ -1011,6 +1011,8 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
                                                    H=H, HQ=HQ, **sq, **spec["_intra_wide_kernel"].kwargs)
     del ch2     # read by the wide kernel alone
 
+    if not keep:
+        del E     # kept for the backward alone
     # the pointers of an unused initial or final state are v (never read or written)
     ht = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else v
     h0 = initial_state if initial_state is not None else v
@@ -1020,6 +1022,8 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
             h0, ht, scale, T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
     del hs0     # read by the state scan alone
+    if not keep:
+        del hs1     # read by the state scan and the backward alone
     o = empty_like(v)     # after the scan: not alive beside the tiles it alone reads
     spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, v, Gamma, W, C, ch0, ch1, h,
             o, scale, T,

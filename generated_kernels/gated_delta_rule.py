@@ -924,6 +924,8 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     spec["_intra_wide_kernel"].on(_intra_wide_kernel)[(NT, B * H)](k, v, beta, Gamma, At, Wl, U, scale, T,
                                                    H=H, HQ=HQ, **sq, **spec["_intra_wide_kernel"].kwargs)
 
+    if not keep:
+        del At     # kept for the backward alone
     # the pointers of an unused initial or final state are v (never read or written)
     ht = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else v
     h0 = initial_state if initial_state is not None else v

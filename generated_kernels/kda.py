@@ -898,6 +898,8 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     spec["_intra_wide_kernel"].on(_intra_wide_kernel)[(NT, B * H)](k, v, beta, Gamma, At, hs0, W, U, scale, T,
                                                    H=H, HQ=HQ, **sq, **spec["_intra_wide_kernel"].kwargs)
 
+    if not keep:
+        del At     # kept for the backward alone
     # the pointers of an unused initial or final state are v (never read or written)
     ht = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device) if output_final_state else v
     h0 = initial_state if initial_state is not None else v
@@ -906,6 +908,8 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](Gamma, hs0, W, U, h, h0, ht,
             scale, T,
                                               H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
+    if not keep:
+        del hs0     # read by the state scan and the backward alone
     o = empty_like(v)     # after the scan: not alive beside the tiles it alone reads
     spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, Gamma, W, U, ch0, h, o,
             scale, T,
