@@ -106,10 +106,11 @@ class _Allocations:
         return alloc
 
 
-def peak_memory(variant, shape, seed=0):
+def peak_memory(variant, shape, seed=0, forward_only=False):
     """(bytes of the inputs, cotangents and initial state; the peak of what the module
-    allocates on top during one forward + backward; what was alive at that peak), the
-    kernels stood in for (nothing runs).  The bench's torch.cuda.max_memory_allocated of
+    allocates on top during one forward + backward (``forward_only``: the forward alone,
+    as the bench's forward rows call it: no initial state, no autograd); what was alive
+    at that peak), the kernels stood in for (nothing runs).  The bench's torch.cuda.max_memory_allocated of
     the same calls on the H200, taken from after the inputs, matched the peak to 1 MiB
     (docs/measurements.md); what torch allocates outside the module is not counted."""
     mod, fn = calls.ours(variant)
@@ -119,7 +120,10 @@ def peak_memory(variant, shape, seed=0):
     with stood_in(mod, None):
         mod.torch = track
         try:
-            calls.fwd_bwd(fn, x, h0, do, dht, scale)
+            if forward_only:
+                calls.forward(fn, x, None, scale)
+            else:
+                calls.fwd_bwd(fn, x, h0, do, dht, scale)
         finally:
             mod.torch = track.real
     peak_memory.last = track
@@ -206,6 +210,10 @@ def main(argv=None):
             base, peak, alive = peak_memory(variant, shape)
         print(f"\ninputs, cotangents, initial state: {base / 2**20:.0f} MiB; allocated by the module at its peak: "
               f"{peak / 2**20:.0f} MiB; together {(base + peak) / 2**20:.0f} MiB.  Alive at the peak:")
+        print(", ".join(f"{w} {b / 2**20:.0f}" for w, b in alive if b >= 2**20))
+        with tiling.applied(calls.ours(variant)[0], tiling.parse_overrides(a.config)):
+            _, peak, alive = peak_memory(variant, shape, forward_only=True)
+        print(f"\nthe forward alone (no initial state, no autograd): {peak / 2**20:.0f} MiB at its peak.  Alive then:")
         print(", ".join(f"{w} {b / 2**20:.0f}" for w, b in alive if b >= 2**20))
     return 0
 

@@ -418,6 +418,21 @@ def test_backward_drops_the_states_before_the_k_side_allocates(bench_path, varia
     assert not any(n.startswith("r_hr") for n in seen["d_q"])
 
 
+@pytest.mark.parametrize("variant, freed", [("gla", "hs0"), ("gated_delta_rule", "At"), ("kda", "hs0")])
+def test_a_forward_without_autograd_frees_its_tiles_before_the_output(bench_path, variant, freed):
+    # o is allocated after the state scan, and a forward that keeps nothing for the
+    # backward frees each tile once its last forward reader has run (GLA's scan-only
+    # hs0, the delta rules' inverse At, KDA's hs0 read by the scan and the backward);
+    # under autograd the kept ones are still alive when o is allocated
+    import kernel_bytes as KB
+    _, fwd_peak, _ = KB.peak_memory(variant, (1, 70, 2, 16), forward_only=True)
+    assert freed not in KB.peak_memory.last.alive_at["o"]
+    _, both_peak, _ = KB.peak_memory(variant, (1, 70, 2, 16))
+    assert fwd_peak < both_peak
+    if variant != "gla":        # GLA's hs0 is read by the scan alone: never kept
+        assert freed in KB.peak_memory.last.alive_at["o"]
+
+
 def test_ncu_summary_tabulates_each_launch_of_ours(bench_path, tmp_path):
     # the committed Nsight Compute CSV of KDA's forward (H200, 2026-12-04): one row per
     # launch of ours in launch order, PyTorch's fill left out, durations in us
