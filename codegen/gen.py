@@ -82,7 +82,8 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     writes = (intra.writes if intra else []) + (wide.writes if wide else [])
     scan_only = [w for w in writes if w in plan.hoisted and w not in bw_reads]
     # a tile the intra kernel writes for the wide kernel alone (DPLR's ch2) is freed after it
-    later = bw_reads | set(state.reads) | set(out.reads)
+    fwd_reads = set(state.reads) | set(out.reads)
+    later = bw_reads | fwd_reads
     wide_only = [w for w in intra.writes if w in wide.reads and w not in later] if wide else []
     stored_types = _stored_types(plan, ([("_intra_wide_kernel", wide)] if wide else [])
                                  + [("_state_kernel", state), ("_out_kernel", out)] + bw_kernels)
@@ -95,7 +96,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, wide=wide, state_stage=state, out_stage=out, bw=bw,
         scan_only=scan_only, wide_only=wide_only, stored_types=stored_types, kept_tiles=kept_tiles,
         # a forward that keeps nothing frees a kept tile after the last forward kernel reading it
-        kept_unread=[w for w in kept_tiles if w not in state.reads and w not in out.reads],
+        kept_unread=[w for w in kept_tiles if w not in fwd_reads],
         kept_scan=[w for w in kept_tiles if w in state.reads and w not in out.reads],
         guarded_any=any(st.guarded for st in parallel if st),
         kind_of={a.name: store_kind[a.kind] for a in v.args},
@@ -223,8 +224,8 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
                      f"printed from {plan.claims['S'].id} (checked: exact)")
         rec = precision.read_record(out_dir, v.name)
         current = bool(rec) and rec.get("version") == precision.VERSION
-        why = ("measured on other kernel code" if current else "written by another planner version") if rec \
-            else "none yet"
+        why = "measured on other kernel code" if current else \
+            "written by another planner version" if rec else "none yet"
         choice = precision.Choice.from_dict(rec["choice"]) if current else precision.Choice.cheapest()
         candidates = None
         if choice.lines or choice.mixed:

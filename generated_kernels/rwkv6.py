@@ -21,7 +21,7 @@ from ._runtime import (  # noqa: F401
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
-        grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, prep_dots='tf32', out_dots='input', scan_dots='input',
+        grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, prep_dots='tf32', scan_dots='input', out_dots='input',
         reverse_dots='input', gradv_dots='input', grad_dots='tf32', grad_gated='tf32x3', autotune=True,
         keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 # the tiles' arguments, then the parameters' ([H, K] each)
@@ -550,15 +550,15 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     til = effective_tiling(TILING if tiling is None else tiling, dtype, K, V)
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV)
     dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV, VARLEN=varlen)
-    types = kernel_types(dtype, device, til.prep_dots)
+    ptypes, stypes, otypes = (kernel_types(dtype, device, d) for d in (til.prep_dots, til.scan_dots, til.out_dots))
     scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
     tune = autotuning(til, torch.device(device))
     kernels = [
         # the intra kernel holds every V column of a chunk
-        Launch("_intra_kernel", dict(dims, BV=BV_full, **types), til.prep_warps, til.prep_stages, (), tune,
+        Launch("_intra_kernel", dict(dims, BV=BV_full, **ptypes), til.prep_warps, til.prep_stages, (), tune,
                True),
-        Launch("_state_kernel", dict(dims, **kernel_types(dtype, device, til.scan_dots)), *scan, ("BV",), tune),
-        Launch("_out_kernel", dict(dims, **kernel_types(dtype, device, til.out_dots)), *out, ("BV",), tune, False),
+        Launch("_state_kernel", dict(dims, **stypes), *scan, ("BV",), tune),
+        Launch("_out_kernel", dict(dims, **otypes), *out, ("BV",), tune, False),
     ]
     BVG, fits = fitted_grad_bv("chunk_rwkv6", dtype, device, K, V, min(til.grad_BV, BV_full), til)
     NV = triton.cdiv(V, BVG)
