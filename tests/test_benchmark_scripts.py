@@ -134,6 +134,8 @@ BAD_INPUT = [
     ("ncu_kernels.py", ["--variant", "nope"], "unknown variant 'nope'"),
     ("same_outputs.py", ["--variant", "gla", "--before", "/nonexistent.py"], "--before /nonexistent.py: no such file"),
     ("same_outputs.py", ["--variant", "nope", "--before", "README.md"], "unknown variant 'nope'"),
+    ("cpu_forward_accuracy.py", ["--variant", "kda", "--set", "nope=1"], "'nope'"),
+    ("cpu_forward_accuracy.py", ["--variant", "kda", "--shape", "1,20,1"], "is not B,T,H,D"),
 ]
 
 
@@ -235,6 +237,19 @@ def test_cpu_grad_accuracy_rows_of_other_precise_lines(bench_path, capsys):
                                                f"simple_gla precise lines {','.join(planned) or '(none)'}",
                                                f"simple_gla precise lines {other}"]
     assert rows[0].split(":")[1] == rows[1].split(":")[1]
+
+
+def test_cpu_forward_accuracy_rows(bench_path, capsys, monkeypatch):
+    # one row per --set: the planned types and the forward's families at tf32 differ in
+    # KDA's o (its output kernel multiplies at input when planned)
+    import cpu_forward_accuracy as F
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert F.main(["--variant", "kda", "--shape", "1,40,1,16", "--bench-t", "40", "--set", "",
+                   "--set", "prep_dots=tf32,scan_dots=tf32,out_dots=tf32"]) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("kda ")]
+    assert [r.split(":")[0] for r in rows] == ["kda planned", "kda prep_dots=tf32,scan_dots=tf32,out_dots=tf32"]
+    errs = [float(r.split(" o ")[1].split()[0]) for r in rows]
+    assert all(0 < e < 0.05 for e in errs) and errs[0] != errs[1]
 
 
 def test_cpu_grad_accuracy_bench_inputs_are_the_benchmarks_slice():
