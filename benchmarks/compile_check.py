@@ -28,7 +28,7 @@ PROG = "compile_check.py"
 PTR = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 INTS = ("T", "H", "HQ", "NCH", "use_h0", "store_ht", "use_dht")
-FP32_STATES = ("h0", "ht", "dh", "dht", "dh0")     # states and their gradients: fp32 (dh: but see STORED_TYPES)
+FP32_STATES = ("h0", "ht", "dh", "dht", "dh0")     # states and their gradients: fp32 (dh: but see Launches.dh_type)
 SEQ_TABLES = ("cu", "ci", "co")     # cu_seqlens' tables (int32; never read without VARLEN)
 
 
@@ -64,6 +64,9 @@ def signature(fn, launch, mod, dtype, extra=None, spec=None):
             sig[name] = "i32"
         elif name in SEQ_TABLES or name == "rng":     # rng: a guarded kernel's chunk flags
             sig[name] = "*i32"
+        elif stored == "dh" and spec is not None:     # Launches.dh_type (TILING dh_store)
+            t = spec.dh_type(TORCH_DTYPES[dtype], stored_types.get("dh", []))
+            sig[name] = "*fp32" if t == torch.float32 else ptr
         elif stored in stored_types:     # Launches.stored_type
             t = spec.stored_type(TORCH_DTYPES[dtype], stored_types[stored])
             sig[name] = "*fp32" if t == torch.float32 else ptr

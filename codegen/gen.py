@@ -187,6 +187,12 @@ def candidate_lines(v: Variant, plan) -> Tuple[List[str], List[str]]:
     return sorted({n for st in kernels for n in st.gated}), sorted({n for st in kernels for n in st.mixable})
 
 
+def planned_stores(v: Variant, plan) -> Tuple[str, ...]:
+    """The stored types the precision planner chooses for ``v`` (precision.STORE_KEYS):
+    delta S's (TILING dh_store) where the kernel has a backward."""
+    return precision.STORE_KEYS if _picked(v, plan, False)[0].backward else ()
+
+
 def _tiling_literal(t: Tiling) -> str:
     return "Tiling(" + ", ".join(f"{k}={getattr(t, k)!r}" for k in Tiling.keys()) + ")"
 
@@ -226,14 +232,15 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
         current = bool(rec) and rec.get("version") == precision.VERSION
         why = "measured on other kernel code" if current else \
             "written by another planner version" if rec else "none yet"
-        choice = precision.Choice.from_dict(rec["choice"]) if current else precision.Choice.cheapest()
+        stores = planned_stores(v, plan)
+        choice = precision.Choice.from_dict(rec["choice"]) if current else precision.Choice.cheapest(stores)
         candidates = None
         if choice.lines or choice.mixed:
             # a changed derivation may no longer print a line the record names: the
             # record is then stale, not an error of the user's variant
             candidates = lines, mixable = candidate_lines(v, plan)
             if not (set(choice.lines) <= set(lines) and set(choice.mixed) <= set(mixable)):
-                rec, choice = None, precision.Choice.cheapest()
+                rec, choice = None, precision.Choice.cheapest(stores)
                 why = "names lines the gradient kernels no longer compute"
         src = render_variant(precision.apply(v, choice), plan=plan, env=env)     # checks the claims once
         if not precision.fresh(rec, src, runtime):
@@ -245,7 +252,8 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
                 progress(f"planning the product precision of {v.name} (its record: {why}; codegen/precision.py)")
             lines, mixable = candidates or candidate_lines(v, plan)
             rec, src = precision.plan(v, lambda vv: render_variant(vv, plan=plan, env=env, check=False),
-                                      runtime, lines, measure, progress, gates=log_gates(v, plan), mixable=mixable)
+                                      runtime, lines, measure, progress, gates=log_gates(v, plan), mixable=mixable,
+                                      stores=stores)
             if not rec["met"] and progress:
                 progress(f"{v.name}: the precision target ({precision.TARGET}x the plain chunked bf16 "
                          f"baseline's error) is NOT met: worst {rec['worst_ratio']}x, with every product at "

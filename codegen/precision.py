@@ -4,16 +4,18 @@ by measurement against a stated accuracy target rather than set by hand (docs/ge
 
 The choice is the six families of products with a computed tile (TILING
 prep_dots, scan_dots, out_dots, reverse_dots, gradv_dots, grad_dots: "input" < "tf32" <
-"tf32_mixed"),
-the gradient lines whose gated products take tf32x3 (Variant.precise_lines) and the
-gradient lines that take "tf32_mixed" alone (Variant.mixed_lines).  It starts from the
+"tf32_mixed"), the gradient lines whose gated products take tf32x3 (Variant.precise_lines),
+the gradient lines that take "tf32_mixed" alone (Variant.mixed_lines) and, with a
+backward, the type delta S is stored in (TILING dh_store: "input" or "fp32").  It starts from the
 cheapest choice and promotes one family by one step, or one line, at a time, always the
 promotion that lowers the worst ratio most, until every tensor meets the target or
 nothing is left to promote; then it takes back, one at a time, each promotion whose
 removal keeps the target.  Last, a gradient family left at "tf32_mixed" is narrowed: the
 family back at "tf32" with the fewest mixed lines that keep the target (tf32_mixed
 stages every operand of the kernel in fp32, which on the H200 halved simple GLA's
-gradient V block: docs/measurements.md).
+gradient V block: docs/measurements.md).  The stored types are searched at "fp32"; at the
+end each is narrowed to "input" where the target still holds and no error grows by more
+than STORE_SLACK: half the bytes at the same accuracy, not a step down to the bound.
 
 Measured on the CPU: the kernel under Triton's interpreter with the H200's rounding
 emulated (chunkproof.fuzz.rounding), bf16 inputs, forward + backward, against autograd
@@ -31,7 +33,7 @@ import time
 from typing import Callable, List, Optional, Tuple
 
 from .printer import CodegenError
-from .tiling import DOTS
+from .tiling import DOTS, STORES
 from .variants import Variant
 
 TARGET = 0.8
@@ -42,35 +44,44 @@ GATE_SLACK = 2.0
 SHAPES = ((1, 128, 2, 64, 64), (1, 130, 1, 32, 48))
 SEED = 5
 FAMILIES = ("prep_dots", "scan_dots", "out_dots", "reverse_dots", "gradv_dots", "grad_dots")
+# the stored types planned where the kernel has a backward (gen.planned_stores)
+STORE_KEYS = ("dh_store",)
+# each planned TILING key's types, cheapest first
+TYPES = dict({f: DOTS for f in FAMILIES}, dh_store=STORES)
 RECORD = "{}.precision.json"       # beside the generated module
-VERSION = 6
+VERSION = 7
 # the families whose lines Variant.mixed_lines names (the gradient kernels), and how much
 # a gate gradient may lose against its family at tf32_mixed when the family is narrowed
 MIXED_FAMILIES = ("gradv_dots", "grad_dots")
 NARROW_SLACK = 1.1
+# how much any error may grow when a stored type is narrowed (a setting: delta S in bf16
+# cost simple GLA's dg 3% and GLA's dv 7% at the planner's shapes, docs/measurements.md)
+STORE_SLACK = 1.05
 
 
 @dataclasses.dataclass(frozen=True)
 class Choice:
-    dots: Tuple[Tuple[str, str], ...]     # (family, type), FAMILIES' order
+    dots: Tuple[Tuple[str, str], ...]     # (TILING key, type): FAMILIES', then the planned STORE_KEYS
     lines: Tuple[str, ...] = ()           # precise lines, sorted
     mixed: Tuple[str, ...] = ()           # mixed lines, sorted
 
     @classmethod
-    def cheapest(cls):
-        return cls(tuple((f, DOTS[0]) for f in FAMILIES))
+    def cheapest(cls, stores=()):
+        """The search's start: every family at its cheapest type, the stored types
+        ``stores`` at their widest (narrowed last, plan())."""
+        return cls(tuple((f, TYPES[f][-1 if f in STORE_KEYS else 0]) for f in FAMILIES + tuple(stores)))
 
     @classmethod
-    def most_precise(cls, lines):
-        return cls(tuple((f, DOTS[-1]) for f in FAMILIES), tuple(sorted(lines)))
+    def most_precise(cls, lines, stores=()):
+        return cls(tuple((f, TYPES[f][-1]) for f in FAMILIES + tuple(stores)), tuple(sorted(lines)))
 
     def promotions(self, lines):
         """Every choice one step more precise: one family one type up, or one more line."""
         out = []
         for i, (f, t) in enumerate(self.dots):
-            if DOTS.index(t) + 1 < len(DOTS):
+            if f in FAMILIES and TYPES[f].index(t) + 1 < len(TYPES[f]):
                 d = list(self.dots)
-                d[i] = (f, DOTS[DOTS.index(t) + 1])
+                d[i] = (f, TYPES[f][TYPES[f].index(t) + 1])
                 out.append((f"{f} -> {d[i][1]}", Choice(tuple(d), self.lines, self.mixed)))
         for n in lines:
             if n not in self.lines:
@@ -81,9 +92,9 @@ class Choice:
         """Every choice one step cheaper: one family one type down, or one line fewer."""
         out = []
         for i, (f, t) in enumerate(self.dots):
-            if DOTS.index(t) > 0:
+            if f in FAMILIES and TYPES[f].index(t) > 0:
                 d = list(self.dots)
-                d[i] = (f, DOTS[DOTS.index(t) - 1])
+                d[i] = (f, TYPES[f][TYPES[f].index(t) - 1])
                 out.append((f"{f} back to {d[i][1]}", Choice(tuple(d), self.lines, self.mixed)))
         for n in self.lines:
             out.append((f"line {n} back", Choice(self.dots, tuple(x for x in self.lines if x != n), self.mixed)))
@@ -98,14 +109,18 @@ class Choice:
         return Choice(self.dots, self.lines, tuple(sorted(set(self.mixed) | {n})))
 
     def cost(self):
-        return sum(DOTS.index(t) for _, t in self.dots) + len(self.lines) + len(self.mixed)
+        return sum(TYPES[f].index(t) for f, t in self.dots) + len(self.lines) + len(self.mixed)
 
     def as_dict(self):
         return dict(dict(self.dots), precise_lines=list(self.lines), mixed_lines=list(self.mixed))
 
     @classmethod
     def from_dict(cls, d):
-        return cls(tuple((f, d[f]) for f in FAMILIES), tuple(sorted(d.get("precise_lines", ()))),
+        keys = FAMILIES + tuple(k for k in STORE_KEYS if k in d)
+        bad = [f"{f}={d[f]!r}" for f in keys if d[f] not in TYPES[f]]
+        if bad:
+            raise ValueError(f"unknown type(s) {', '.join(bad)}")
+        return cls(tuple((f, d[f]) for f in keys), tuple(sorted(d.get("precise_lines", ()))),
                    tuple(sorted(d.get("mixed_lines", ()))))
 
 
@@ -155,15 +170,18 @@ def record_text(rec: dict) -> str:
 def fresh(rec: Optional[dict], src: str, runtime: str) -> bool:
     return bool(rec) and rec.get("version") == VERSION and rec.get("target") == TARGET and \
         rec.get("gate_slack") == GATE_SLACK and rec.get("narrow_slack") == NARROW_SLACK and \
+        rec.get("store_slack") == STORE_SLACK and \
         rec.get("shapes") == [list(s) for s in SHAPES] and rec.get("source_sha256") == source_hash(src, runtime)
 
 
 def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List[str], measure,
-         progress=None, gates: Tuple[str, ...] = (), mixable: List[str] = ()) -> Tuple[dict, str]:
+         progress=None, gates: Tuple[str, ...] = (), mixable: List[str] = (),
+         stores: Tuple[str, ...] = ()) -> Tuple[dict, str]:
     """(record, source) for ``v``: the cheapest choice meeting TARGET and, for the
     gradients of ``gates`` (the arguments holding a log gate), GATE_SLACK (docstring);
     ``lines``, ``mixable``: the gradient lines that may take tf32x3 and those that may take
-    tf32_mixed alone (gen.candidate_lines); ``measure``:
+    tf32_mixed alone (gen.candidate_lines); ``stores``: the STORE_KEYS planned too
+    (gen.planned_stores); ``measure``:
     (v, runtime, shapes, seed) -> an object whose ratios(choice description, source)
     gives '<shape> <tensor>' -> ours / baseline (chunkproof.fuzz.precision_measure)."""
     say = progress or (lambda m: None)
@@ -174,7 +192,7 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
         """(source, ratios) of the kernel printed with choice ``c``."""
         s = render(apply(v, c))
         return s, m.ratios(_describe(c), s)
-    r_top = measured(Choice.most_precise(lines))[1] if gates else {}
+    r_top = measured(Choice.most_precise(lines, stores))[1] if gates else {}
     ceiling = [k for k in r_top if k.split(" ", 1)[1] in {f"d{g}" for g in gates}]
 
     def score(r):
@@ -185,7 +203,7 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
             worst = max(worst, (r[k] / r_top[k] if r_top[k] > 0 else float("inf")) / GATE_SLACK)
         return worst
 
-    cur = Choice.cheapest()
+    cur = Choice.cheapest(stores)
     src, r = measured(cur)
     steps = [dict(step="start", worst=max(r.values()), score=score(r))]
     say(f"precision of {v.name}: start {_describe(cur)}, worst ratio {max(r.values()):.2f} (target {TARGET}), "
@@ -243,8 +261,25 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
                               worst=max(r.values()), score=score(r)))
             say(f"precision of {v.name}: {steps[-1]['step']}, worst ratio {max(r.values()):.2f}, "
                 f"score {score(r):.2f}")
+    for key in stores:
+        if score(r) > 1:
+            break
+        trial = cur.with_family(key, TYPES[key][0])
+        s, rn = measured(trial)
+        grown = {k: rn[k] / r[k] for k in r if r[k] > 0 and rn[k] > r[k] * STORE_SLACK}
+        if score(rn) <= 1 and not grown:
+            cur, src, r = trial, s, rn
+            what = f"{key} narrowed to {TYPES[key][0]}"
+        else:
+            worst_k = max(grown, key=grown.get) if grown else None
+            what = f"{key} kept {dict(cur.dots)[key]}: " + (
+                f"{worst_k} {grown[worst_k]:.3f}x at {TYPES[key][0]}" if grown else "the target fails at "
+                f"{TYPES[key][0]}")
+        steps.append(dict(step=what, worst=max(r.values()), score=score(r)))
+        say(f"precision of {v.name}: {what}")
     worst = max(r.values())
-    rec = dict(version=VERSION, kernel=v.func, target=TARGET, gate_slack=GATE_SLACK, narrow_slack=NARROW_SLACK, shapes=[list(s) for s in SHAPES],
+    rec = dict(version=VERSION, kernel=v.func, target=TARGET, gate_slack=GATE_SLACK, narrow_slack=NARROW_SLACK,
+               store_slack=STORE_SLACK, shapes=[list(s) for s in SHAPES],
                seed=SEED, choice=cur.as_dict(), met=score(r) <= 1, worst_ratio=round(worst, 4),
                ratios={k: round(x, 4) for k, x in sorted(r.items())}, gated_lines=lines,
                mixable_lines=list(mixable), gates=list(gates),

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field, fields
 DOTS = ("input", "tf32", "tf32_mixed")
 # the gradient kernels' gated intra-chunk products of fp32 operands (bf16 inputs)
 GATED = ("tf32", "tf32x3")
+# the type the reverse scan stores delta S (dh) in for 16-bit inputs: "input" (the inputs'
+# dtype), "fp32" (fp32 unless every reader rounds it to the inputs' dtype before using it)
+STORES = ("input", "fp32")
 WARPS = (1, 2, 4, 8, 16)
 
 
@@ -78,6 +81,9 @@ class Tiling:
     gradv_dots: str = _key("products with a computed tile in the gradient V kernel", DOTS)
     grad_dots: str = _key("products with a computed tile in the gradient K, C and KB kernels", DOTS)
     grad_gated: str = _key("the gradient kernels' gated products of fp32 operands (Variant.precise_lines)", GATED)
+    dh_store: str = _key("the type delta S (dh) is stored in between the reverse scan and the gradient V kernel "
+                         "for 16-bit inputs: 'input' (their dtype) or 'fp32' (fp32 unless every reader rounds it "
+                         "to their dtype first); fp32 inputs store fp32", STORES)
     autotune: bool = _key("on a GPU, triton.autotune picks each kernel's warps (and a V-tiled kernel's BV) "
                           "among these values and their neighbours; the interpreter runs these values", "bool")
     keep_forward: bool = _key("autograd keeps the forward's intra tiles and chunk states for the backward", "bool")

@@ -75,7 +75,7 @@ DEFAULT = dict(
     # delta rules' fp32 gradient kernels need 278 KB at chunks of 64, 156 KB at 32
     fp32_BT=32, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1,
     prep_dots="tf32", scan_dots="tf32", out_dots="tf32", reverse_dots="tf32", gradv_dots="tf32", grad_dots="tf32",
-    grad_gated="tf32x3",
+    grad_gated="tf32x3", dh_store="fp32",
 )
 
 

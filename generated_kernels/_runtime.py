@@ -396,6 +396,7 @@ class Launches:
     BKB: object
     kernels: dict
     fits: object = None        # the key under which a narrower gradient V block is remembered
+    dh_store: str = "fp32"     # TILING dh_store
 
     def __getitem__(self, kernel):
         return self.kernels[kernel]
@@ -410,6 +411,13 @@ class Launches:
         keep = readers and all(self.kernels[k].constexprs[slot] == rounded for k, slot in readers
                                if k in self.kernels)
         return dtype if keep and rounded is not None else torch.float32
+
+    def dh_type(self, dtype, readers):
+        """The dtype delta S (dh) is stored in: 16-bit inputs' own under TILING dh_store
+        "input" (a reader using it in fp32 then reads it rounded), else stored_type's."""
+        if self.dh_store == "input" and dtype in (torch.bfloat16, torch.float16):
+            return dtype
+        return self.stored_type(dtype, readers)
 
 
 # (function, dtype, device, K, V, the gradient V block asked for, the tiling in force) ->

@@ -21,8 +21,8 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
         grad_BV=128, grad_BK=32, grad_warps=8, grad_stages=1, prep_dots='input', scan_dots='input', out_dots='tf32',
-        reverse_dots='input', gradv_dots='input', grad_dots='input', grad_gated='tf32x3', autotune=True,
-        keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
+        reverse_dots='input', gradv_dots='input', grad_dots='input', grad_gated='tf32x3', dh_store='input',
+        autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('beta', 'head'))
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
 # for nothing, what it asks for); accepted at that value, refused by name otherwise
@@ -418,7 +418,7 @@ def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dVnew, w_vr0, w_vr1, w_vr2,
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
-    b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
+    b_ds = tl.load(dh + p_hs, mask=m_s, other=0.).to(tl.float32)
     p_c = i_c * H + i_h
     b_dVnew = tl.load(r_dVnew + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
             other=0.)
@@ -678,7 +678,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune,
                    False),
     ]
-    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits)
+    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits, til.dh_store)
 
 
 @explains_resources("chunk_delta_rule", "forward")
@@ -797,7 +797,7 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
         W = kept["W"]
         U = kept["U"]
     # the V kernel, its only reader, rounds it to its product type: it is stored in that type
-    dh = torch.empty(B, NT, H, K, V, dtype=spec.stored_type(q.dtype, [('_dgradv_kernel', 'DT2')]), device=q.device)
+    dh = torch.empty(B, NT, H, K, V, dtype=spec.dh_type(q.dtype, [('_dgradv_kernel', 'DT2')]), device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 

@@ -21,8 +21,8 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
         grad_BV=128, grad_BK=32, grad_warps=8, grad_stages=1, prep_dots='tf32', scan_dots='input', out_dots='input',
-        reverse_dots='input', gradv_dots='input', grad_dots='tf32', grad_gated='tf32x3', autotune=True,
-        keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
+        reverse_dots='input', gradv_dots='input', grad_dots='tf32', grad_gated='tf32x3', dh_store='input',
+        autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate_k'))
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
 # for nothing, what it asks for); accepted at that value, refused by name otherwise
@@ -556,7 +556,7 @@ def _dgradv_kernel(k, v, gk, a, do, in_Gamma, in_E, in_W, in_C, in_ch0, r_dV2, w
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
-    b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
+    b_ds = tl.load(dh + p_hs, mask=m_s, other=0.).to(tl.float32)
     p_c = i_c * H + i_h
     b_dV2 = tl.load(r_dV2 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -974,7 +974,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune,
                    True),
     ]
-    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits)
+    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits, til.dh_store)
 
 
 @explains_resources("chunk_dplr_delta_rule", "forward")
@@ -1142,7 +1142,8 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
         hs1 = kept["hs1"]
         W = kept["W"]
         C = kept["C"]
-    dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
+    # the V kernel reads it in fp32 too: in the inputs' dtype under TILING dh_store "input"
+    dh = torch.empty(B, NT, H, K, V, dtype=spec.dh_type(q.dtype, []), device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
 

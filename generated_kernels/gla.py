@@ -21,7 +21,7 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
         grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, prep_dots='tf32', scan_dots='input', out_dots='input',
-        reverse_dots='input', gradv_dots='tf32', grad_dots='tf32', grad_gated='tf32x3', autotune=True,
+        reverse_dots='input', gradv_dots='tf32', grad_dots='tf32', grad_gated='tf32x3', dh_store='fp32', autotune=True,
         keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'))
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
@@ -343,7 +343,7 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, 
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
-    b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
+    b_ds = tl.load(dh + p_hs, mask=m_s, other=0.).to(tl.float32)
     p_c = i_c * H + i_h
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
@@ -558,7 +558,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
                True),
         Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune, True),
     ]
-    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits)
+    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits, til.dh_store)
 
 
 @explains_resources("chunk_gla", "forward")
@@ -674,7 +674,8 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
         h = kept["h"]
         Gamma = kept["Gamma"]
         ch0 = kept["ch0"]
-    dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
+    # the V kernel reads it in fp32 too: in the inputs' dtype under TILING dh_store "input"
+    dh = torch.empty(B, NT, H, K, V, dtype=spec.dh_type(q.dtype, []), device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, do, Gamma, dh,
             dht if dht is not None else dh0, dh0, scale, T,

@@ -23,8 +23,8 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
         grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, prep_dots='input', scan_dots='input', out_dots='input',
-        reverse_dots='input', gradv_dots='input', grad_dots='input', grad_gated='tf32x3', autotune=True,
-        keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
+        reverse_dots='input', gradv_dots='input', grad_dots='input', grad_gated='tf32x3', dh_store='input',
+        autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'))
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
 # for nothing, what it asks for); accepted at that value, refused by name otherwise
@@ -321,7 +321,7 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, h, dh, d_v, scale
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
-    b_ds = tl.load(dh + p_hs, mask=m_s, other=0.)
+    b_ds = tl.load(dh + p_hs, mask=m_s, other=0.).to(tl.float32)
     p_c = i_c * H + i_h
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
@@ -506,7 +506,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
                False),
         Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune, False),
     ]
-    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits)
+    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits, til.dh_store)
 
 
 @explains_resources("chunk_retention", "forward")
@@ -608,7 +608,7 @@ def _backward(q, k, v, do, dht, scale, initial_state=None, chunk_size=None, kept
         Gamma = kept["Gamma"]
     # the V kernel, its only reader, rounds it to its product type: it is stored in that type
     dh = torch.empty(B, NT, H, K, V,
-            dtype=spec.stored_type(q.dtype, [('_dgradv_kernel', 'DT2'), ('_dgradv_kernel', 'DT3')]), device=q.device)
+            dtype=spec.dh_type(q.dtype, [('_dgradv_kernel', 'DT2'), ('_dgradv_kernel', 'DT3')]), device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, do, Gamma, dh,
             dht if dht is not None else dh0, dh0, scale, T,

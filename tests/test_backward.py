@@ -249,9 +249,40 @@ def test_dh_stored_in_the_type_its_reader_rounds_it_to(name, monkeypatch):
     real = rt.Launches.stored_type
     monkeypatch.setattr(rt.Launches, "stored_type", lambda self, dtype, readers: torch.float32
                         if readers == m.STORED_TYPES["dh"] else real(self, dtype, readers))
-    _, wide, _ = _grads_16bit(name, (1, 70, 2, 32, 48), 4, torch.bfloat16)
+    with m.tiling_override(dh_store="fp32"):     # dh_type asks stored_type (now fp32)
+        _, wide, _ = _grads_16bit(name, (1, 70, 2, 32, 48), 4, torch.bfloat16)
     for n in got:
         assert torch.equal(got[n], wide[n]), f"{name} d{n}"
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_dh_store_input_and_fp32(name):
+    # TILING dh_store "input": delta S stored in the 16-bit inputs' dtype even where the V
+    # kernel also reads it in fp32 (<S, delta S> of a gate's gradient); "fp32": fp32 there.
+    # Both settings hold the bf16 bounds; where every reader rounds it anyway they agree
+    # bit for bit, elsewhere they differ (the setting reaches the kernels)
+    m = module(name)
+    readers = m.STORED_TYPES.get("dh", [])
+    cpu = torch.device("cpu")
+    for store in ("input", "fp32"):
+        with m.tiling_override(dh_store=store):
+            spec = m.launch_specs(torch.bfloat16, cpu, 32, 48)
+            assert m.launch_specs(torch.float16, cpu, 32, 48).dh_type(torch.float16, readers) == (
+                torch.float16 if store == "input" else m.launch_specs(torch.float16, cpu, 32, 48).stored_type(
+                    torch.float16, readers))
+            assert m.launch_specs(torch.float32, cpu, 32, 48).dh_type(torch.float32, readers) == torch.float32
+    exact = spec.stored_type(torch.bfloat16, readers) == torch.bfloat16
+    assert exact == (name in ("delta_rule", "retention")), name
+    got = {}
+    for store in ("input", "fp32"):
+        with m.tiling_override(dh_store=store):
+            assert m.launch_specs(torch.bfloat16, cpu, 32, 48).dh_type(torch.bfloat16, readers) == (
+                torch.bfloat16 if store == "input" or exact else torch.float32)
+            _, got[store], want = _grads_16bit(name, (1, 200, 2, 32, 48), 4, torch.bfloat16)
+        for n, g in got[store].items():
+            assert rel_rms(g, want[_ref(n)]) <= (5e-2 if n in GATE_GRADS else 2e-2), f"{name} {store} d{n}"
+    same = all(torch.equal(got["input"][n], got["fp32"][n]) for n in got["input"])
+    assert same == exact, f"{name}: dh_store input and fp32 {'agree' if same else 'differ'}"
 
 
 @pytest.mark.parametrize("name", VARIANTS)

@@ -26,6 +26,16 @@ def test_promotions_step_one_family_or_one_line_at_a_time():
     top = Choice(tuple((f, DOTS[-1]) for f in precision.FAMILIES), ("dK", "dQ"))
     assert top.promotions(["dQ", "dK"]) == []
     assert Choice.from_dict(top.as_dict()) == top
+    # with a backward, the type delta S is stored in too: searched at fp32, never a
+    # promotion or a demotion (plan() narrows it last)
+    c = Choice.cheapest(precision.STORE_KEYS)
+    assert dict(c.dots)["dh_store"] == "fp32"
+    assert len(c.promotions([])) == len(precision.FAMILIES) and c.demotions() == []
+    top = Choice.most_precise(["dQ"], precision.STORE_KEYS)
+    assert dict(top.dots)["dh_store"] == "fp32" and top.promotions(["dQ"]) == []
+    assert Choice.from_dict(top.as_dict()) == top
+    with pytest.raises(ValueError, match="dh_store='fp64'"):
+        Choice.from_dict(dict(top.as_dict(), dh_store="fp64"))
 
 
 @pytest.mark.parametrize("v", VARIANTS, ids=lambda v: v.name)
@@ -39,7 +49,7 @@ def test_every_bundled_kernel_prints_its_record(v):
     assert precision.fresh(rec, src, runtime)
     choice = rec["choice"]
     tiling = cases.module(v.name).TILING
-    for f in precision.FAMILIES:
+    for f in precision.FAMILIES + precision.STORE_KEYS:    # every bundled kernel has a backward
         assert getattr(tiling, f) == choice[f], f
     assert rec["met"] == (rec["worst_ratio"] <= rec["target"])
     assert rec["worst_ratio"] == pytest.approx(max(rec["ratios"].values()), abs=1e-3)
@@ -94,14 +104,16 @@ def test_the_planner_climbs_until_the_target_or_the_top(tmp_path, monkeypatch):
     rec = json.loads(files[name])
     # (and every candidate line to tf32x3: the lines with a product of a computed tile)
     assert rec["gated_lines"]
-    assert not rec["met"] and rec["choice"] == dict({f: DOTS[-1] for f in precision.FAMILIES},
+    # (its backward picked: delta S's type searched at fp32, not narrowed short of the target)
+    assert not rec["met"] and rec["choice"] == dict({f: DOTS[-1] for f in precision.FAMILIES}, dh_store="fp32",
                                                     precise_lines=sorted(rec["gated_lines"]), mixed_lines=[])
     assert len(rec["steps"]) == 1 + 2 * len(precision.FAMILIES) + len(rec["gated_lines"])
     assert any("NOT met" in s for s in said)
     # a reachable one stops at the first choice meeting it
     monkeypatch.setattr(precision, "TARGET", 1e9)
     rec = json.loads(gen.render_all(gen.user_variants(FORWARD_ONLY), out_dir=str(tmp_path), measure=Measure)[name])
-    assert rec["met"] and Choice.from_dict(rec["choice"]) == Choice.cheapest()
+    assert rec["met"] and Choice.from_dict(rec["choice"]).dots[:len(precision.FAMILIES)] == Choice.cheapest().dots
+    assert rec["steps"][-1]["step"].startswith("dh_store ")     # then delta S's type is tried narrower
 
 
 class _Synthetic:
@@ -190,6 +202,34 @@ def test_narrowing_keeps_the_gate_gradients_of_the_wider_family():
     rec, _ = precision.plan(v, lambda vv: "", "", [], _TwoMixedLines, gates=("g",), mixable=["S", "g_v", "vr2"])
     assert rec["choice"]["gradv_dots"] == "tf32" and rec["choice"]["mixed_lines"] == ["S", "vr2"]
     assert rec["ceiling_ratios"] == {"s dg": 1.0}
+
+
+class _StoreCost:
+    """Every choice meets the target; delta S in the inputs' dtype multiplies the error of
+    'dv' by ``grow``."""
+    grow = 1.0
+
+    def __init__(self, v, runtime, shapes, seed):
+        self.n = 0
+
+    def ratios(self, desc, src):
+        self.n += 1
+        return {"s dq": 0.5, "s dv": 0.5 * (self.grow if "dh_store=input" in desc else 1.0)}
+
+
+@pytest.mark.parametrize("grow, narrowed", [(1.0, True), (1.04, True), (1.07, False)])
+def test_delta_s_is_narrowed_only_at_the_same_accuracy(grow, narrowed):
+    # dh_store input halves delta S's bytes; taken only where no error grows by more than
+    # STORE_SLACK (GLA's dv grew 7% at the planner's shapes; simple GLA's dg 3%)
+    v = next(v for v in VARIANTS if v.name == "gla")
+    measure = type("M", (_StoreCost,), dict(grow=grow))
+    rec, _ = precision.plan(v, lambda vv: "", "", [], measure, stores=precision.STORE_KEYS)
+    assert rec["met"] and rec["choice"]["dh_store"] == ("input" if narrowed else "fp32")
+    assert rec["steps"][-1]["step"].startswith("dh_store " + ("narrowed" if narrowed else "kept fp32: s dv 1.07"))
+    assert rec["store_slack"] == precision.STORE_SLACK
+    # the families are searched as before
+    assert {k: x for k, x in rec["choice"].items() if k in precision.FAMILIES} == \
+        {f: DOTS[0] for f in precision.FAMILIES}
 
 
 def test_a_mixed_line_multiplies_like_two_computed_tiles_in_the_gradient_kernels_only():
