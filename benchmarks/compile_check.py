@@ -70,6 +70,9 @@ def signature(fn, launch, mod, dtype, extra=None, spec=None):
         elif stored in stored_types:     # Launches.stored_type
             t = spec.stored_type(TORCH_DTYPES[dtype], stored_types[stored])
             sig[name] = "*fp32" if t == torch.float32 else ptr
+        elif name.startswith(("r_", "w_")) and name[2:] in getattr(mod, "NARROWED", {}) and spec is not None:
+            # Variant.narrowed: the inputs' dtype (a V reduction where one V block covers V)
+            sig[name] = ptr if mod.NARROWED[name[2:]] != "vsum" or spec.NV == 1 else "*fp32"
         elif name in FP32_STATES or name.startswith(("r_", "w_")):   # r_, w_: tiles passed between kernels
             sig[name] = "*fp32"
         elif name in tensors:

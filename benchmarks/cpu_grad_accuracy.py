@@ -124,7 +124,7 @@ def printed_with(variant, lines, folder):
     from chunkproof.codegen.variants import VARIANTS
     v = next(x for x in VARIANTS if x.name == variant)
     choice = precision.Choice.from_dict(precision.read_record(gen.OUT_DIR, variant)["choice"])
-    choice = precision.Choice(choice.dots, tuple(sorted(lines)), choice.mixed)
+    choice = precision.Choice(choice.dots, tuple(sorted(lines)), choice.mixed, choice.narrow)
     src = gen.render_variant(precision.apply(v, choice), plan=load_variant(v, check=False), check=False)
     pkg = os.path.join(folder, "cpu_grad_accuracy_kernels")
     if not os.path.isdir(pkg):

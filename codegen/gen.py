@@ -95,6 +95,8 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     ctx = dict(
         v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, wide=wide, state_stage=state, out_stage=out, bw=bw,
         scan_only=scan_only, wide_only=wide_only, stored_types=stored_types, kept_tiles=kept_tiles,
+        narrowed_names={s.name: s.layout for _, st in bw_kernels for s in st.writes_passed
+                        if (s.over or s.name) in v.narrowed},
         # a forward that keeps nothing frees a kept tile after the last forward kernel reading it
         kept_unread=[w for w in kept_tiles if w not in fwd_reads],
         kept_scan=[w for w in kept_tiles if w in state.reads and w not in out.reads],
@@ -173,18 +175,21 @@ def log_gates(v: Variant, plan) -> tuple:
     return tuple(a.name for a in v.args if a.kind.startswith("gate") or kinds.get(a.tile) == "loggate")
 
 
-def candidate_lines(v: Variant, plan) -> Tuple[List[str], List[str]]:
+def candidate_lines(v: Variant, plan) -> Tuple[List[str], List[str], List[str]]:
     """The precision planner's candidates, from one printing of the gradient kernels with
     every line precise: the lines with a product of a computed tile, for tf32x3
-    (Variant.precise_lines), and those with a product of a tile read from memory by a
-    computed one, for tf32_mixed alone (Variant.mixed_lines)."""
-    v = dataclasses.replace(v, precise_lines=None, mixed_lines=())
+    (Variant.precise_lines), those with a product of a tile read from memory by a
+    computed one, for tf32_mixed alone (Variant.mixed_lines), and the tiles passed
+    between backward kernels in their own buffers, in launch order (Variant.narrowed)."""
+    v = dataclasses.replace(v, precise_lines=None, mixed_lines=(), narrowed=())
     v, plan = _picked(v, dataclasses.replace(plan, variant=v), False)
     if not v.backward:
-        return [], []
+        return [], [], []
     bw = emit.backward_stages(plan, backward_claims(v, plan.deriv, check=False))
     kernels = bw.gradient_kernels()
-    return sorted({n for st in kernels for n in st.gated}), sorted({n for st in kernels for n in st.mixable})
+    passed = [s.name for _, st in bw.kernels() for s in st.writes_passed if not s.over]
+    return sorted({n for st in kernels for n in st.gated}), sorted({n for st in kernels for n in st.mixable}), \
+        list(dict.fromkeys(passed))
 
 
 def planned_stores(v: Variant, plan) -> Tuple[str, ...]:
@@ -235,13 +240,14 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
         stores = planned_stores(v, plan)
         choice = precision.Choice.from_dict(rec["choice"]) if current else precision.Choice.cheapest(stores)
         candidates = None
-        if choice.lines or choice.mixed:
-            # a changed derivation may no longer print a line the record names: the
-            # record is then stale, not an error of the user's variant
-            candidates = lines, mixable = candidate_lines(v, plan)
-            if not (set(choice.lines) <= set(lines) and set(choice.mixed) <= set(mixable)):
+        if choice.lines or choice.mixed or choice.narrow:
+            # a changed derivation may no longer print a line or pass a tile the record
+            # names: the record is then stale, not an error of the user's variant
+            candidates = lines, mixable, passed = candidate_lines(v, plan)
+            if not (set(choice.lines) <= set(lines) and set(choice.mixed) <= set(mixable)
+                    and set(choice.narrow) <= set(passed)):
                 rec, choice = None, precision.Choice.cheapest(stores)
-                why = "names lines the gradient kernels no longer compute"
+                why = "names lines or passed tiles the backward kernels no longer print"
         src = render_variant(precision.apply(v, choice), plan=plan, env=env)     # checks the claims once
         if not precision.fresh(rec, src, runtime):
             if measure is None:
@@ -250,10 +256,10 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
             precision.require_interpreter()
             if progress:
                 progress(f"planning the product precision of {v.name} (its record: {why}; codegen/precision.py)")
-            lines, mixable = candidates or candidate_lines(v, plan)
+            lines, mixable, passed = candidates or candidate_lines(v, plan)
             rec, src = precision.plan(v, lambda vv: render_variant(vv, plan=plan, env=env, check=False),
                                       runtime, lines, measure, progress, gates=log_gates(v, plan), mixable=mixable,
-                                      stores=stores)
+                                      stores=stores, passed=passed)
             if not rec["met"] and progress:
                 progress(f"{v.name}: the precision target ({precision.TARGET}x the plain chunked bf16 "
                          f"baseline's error) is NOT met: worst {rec['worst_ratio']}x, with every product at "

@@ -41,6 +41,10 @@ class Variant:
     # family is "tf32") instead of DT3: "tf32_mixed" for those lines only.  Chosen by the
     # precision planner
     mixed_lines: Tuple[str, ...] = ()
+    # the tiles passed between backward kernels (V reductions, C x C tiles, the reverse
+    # scan's C x Dv tiles) stored in the inputs' dtype instead of fp32, a V reduction only
+    # where one V block covers V (no sum over blocks).  Chosen by the precision planner
+    narrowed: Tuple[str, ...] = ()
     # the split V kernel also writes each row sum over Dk of a V reduction times a tile
     # free of any, (X ⊙ Y) 1, as a C x 1 V reduction (backward.split_gradients), so that
     # a kernel that reads X only for that sum reads a column instead; on for every

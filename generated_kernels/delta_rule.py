@@ -46,6 +46,10 @@ FP32_TILES = ["At"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"dh": [('_dgradv_kernel', 'DT2')]}
+# tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
+# reduction, layout "vsum", only where one V block covers V), with the tiles written over
+# them: name -> layout
+NARROWED = {"dXt": "chunk", "vr1": "vsum", "vr2": "vsum"}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -307,7 +311,7 @@ def _dstate_pre_kernel(q, k, do, w_hr0, scale, T,
             tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3), 0.)).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3)
 
-    tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0)
+    tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0.to(w_hr0.dtype.element_ty))
 
 
 # the backward's reverse scan: delta S_[t-1]^C from delta S_[t]^C and delta O_[t], from
@@ -353,7 +357,7 @@ def _dstateh_kernel(q, k, do, in_W, r_hr0, dh, dht, dh0, scale, T,
         tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
         p_c = (boh + i_t) * H + i_h
         b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
-                other=0.)
+                other=0.).to(tl.float32)
         b_Q = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
                 other=0.).to(tl.float32) * scale
         b_K = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
@@ -365,7 +369,7 @@ def _dstateh_kernel(q, k, do, in_W, r_hr0, dh, dht, dh0, scale, T,
         # dVnew = \mathbf{K} \delta \mathbf{S}_{[t]}^\top + (\left(\mathbf{Q} \mathbf{K}^\top \odot
         #   \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}) [claim delta_rule.dVnew, delta_rule.py §chunk backward]
         b_dVnew = (tl.dot(b_K.to(DT3).to(CT3), tl.trans(b_ds).to(DT3).to(CT3), input_precision=PREC3) + b_hr0)
-        tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dVnew)
+        tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dVnew.to(r_hr0.dtype.element_ty))
         # dS_prev = \delta \mathbf{S}_{[t]} + \delta \mathbf{O}_{[t]}^\top \mathbf{Q} - \delta \mathbf{V}_{new}^\top
         #   \mathbf{W} [claim delta_rule.dS_prev, delta_rule.py §chunk backward]
         b_dS_prev = ((b_ds + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), b_Q.to(DT3).to(CT3), input_precision=PREC3))
@@ -421,7 +425,7 @@ def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dVnew, w_vr0, w_vr1, w_vr2,
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.).to(tl.float32)
     p_c = i_c * H + i_h
     b_dVnew = tl.load(r_dVnew + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
-            other=0.)
+            other=0.).to(tl.float32)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
@@ -440,25 +444,31 @@ def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dVnew, w_vr0, w_vr1, w_vr2,
     b_dU = b_dVnew
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim delta_rule.dQ, delta_rule.py §input gradients]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr0.to(w_vr0.dtype.element_ty))
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{new}^\top   [claim delta_rule.dQ, delta_rule.py §input gradients]
     b_vr1 = tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr1.to(w_vr1.dtype.element_ty))
     # vr2 = \left(-\delta \mathbf{V}_{new}\right) \mathbf{S}_{[t-1]}^{C} [claim delta_rule.dW, delta_rule.py §chunk
     #   backward]
     b_vr2 = tl.dot((-b_dVnew).to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr2.to(w_vr2.dtype.element_ty))
     # vr3 = \mathbf{V}_{new} \delta \mathbf{S}_{[t]}   [claim delta_rule.dK, delta_rule.py §input gradients]
     b_vr3 = tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
-    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr3)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr3.to(w_vr3.dtype.element_ty))
     # vr4 = \delta \mathbf{U} \mathbf{V}^\top   [claim delta_rule.dAt, delta_rule.py §chunk backward]
     b_vr4 = tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr4)
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr4.to(w_vr4.dtype.element_ty))
     # vr5 = \text{diag}\left(\widetilde{\mathbf{A}}^\top \delta \mathbf{U} \mathbf{V}^\top\right) [claim
     #   delta_rule.dbeta, delta_rule.py §input gradients]
     b_vr5 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
             * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
-    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr5)
+    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]),
+            b_vr5.to(w_vr5.dtype.element_ty))
     # g_v = \text{Diag}\left(\boldsymbol{\beta}\right) \widetilde{\mathbf{A}}^\top \delta \mathbf{U} [claim
     #   delta_rule.dV, delta_rule.py §input gradients]
     b_g_v = tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
@@ -502,15 +512,15 @@ def _dgradc_kernel(k, beta, in_At, r_vr2, r_vr4, r_vr5, w_dXt, d_beta, scale, T,
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr4 = tl.load(r_vr4 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr4 = tl.load(r_vr4 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr5 = tl.load(r_vr5 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr5 = tl.load(r_vr5 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
@@ -529,7 +539,7 @@ def _dgradc_kernel(k, beta, in_At, r_vr2, r_vr4, r_vr5, w_dXt, d_beta, scale, T,
     b_dXt = (-tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2),
             input_precision=PREC2).to(DT2).to(CT2),
             tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2))
-    tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
+    tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt.to(w_dXt.dtype.element_ty))
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}^\top \delta \mathbf{W} \mathbf{K}^\top\right) +
     #   (\text{diag}\left(\widetilde{\mathbf{A}}^\top \delta \mathbf{U} \mathbf{V}^\top\right)) +
     #   \text{diag}\left(\delta \widetilde{\mathbf{X}} \left(\mathbf{K} \mathbf{K}^\top \odot
@@ -579,19 +589,19 @@ def _dgradkb_kernel(q, k, beta, in_At, r_vr0, r_vr1, r_vr2, r_vr3, r_dXt, d_q, d
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr3 = tl.load(r_vr3 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr3 = tl.load(r_vr3 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_dXt = tl.load(r_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_dXt = tl.load(r_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -813,8 +823,10 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
     del r_hr0     # read by the reverse scan only
     NV, NCH, BKF = spec.NV, B * NT * H, BK
     r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
-    r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
-    r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     r_vr3 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     r_vr4 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     r_vr5 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32, device=q.device)
@@ -833,7 +845,8 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
     d_k = empty(B, T, H, K, dtype=torch.float32 if H != HQ else k.dtype, device=q.device)
     d_beta = empty_like(beta)
 
-    r_dXt = torch.empty(B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype
+    r_dXt = torch.empty(B * NT * H, BT * BT, dtype=q.dtype, device=q.device)
 
     spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, beta, At, r_vr2, r_vr4, r_vr5, r_dXt, d_beta, scale, T,
             NCH,

@@ -48,6 +48,10 @@ FP32_TILES = ["ch0", "ch1", "ch2", "E", "Gamma"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')], "hs1": [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]}
+# tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
+# reduction, layout "vsum", only where one V block covers V), with the tiles written over
+# them: name -> layout
+NARROWED = {"dF": "chunk", "dV2": "vcols", "hr0": "vcols", "vr0": "vsum", "vr5": "vsum", "vr6": "vsum", "vr8": "vsum"}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -425,7 +429,7 @@ def _dstate_pre_kernel(do, in_ch1, w_hr0, scale, T,
     #   §不包含外挂Gate的DPLR]
     b_hr0 = tl.dot(tl.trans(b_ch1).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3)
 
-    tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0)
+    tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0.to(w_hr0.dtype.element_ty))
 
 
 # the backward's reverse scan: delta S_[t-1]^C from delta S_[t]^C and delta O_[t], from
@@ -471,7 +475,7 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs1, in_W, r_hr0, dh, dht, dh0, scale, T
         tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
         p_c = (boh + i_t) * H + i_h
         b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
-                other=0.)
+                other=0.).to(tl.float32)
         b_Q = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
                 other=0.).to(tl.float32) * scale
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
@@ -494,7 +498,7 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs1, in_W, r_hr0, dh, dht, dh0, scale, T
         #   \odot \mathbf{M}\right))}^\top \delta \mathbf{O}_{[t]}) [claim dplr.fla.dV2, 000_cb349aeede08771a.txt
         #   §不包含外挂Gate的DPLR]
         b_dV2 = (tl.dot(b_hs1.to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + b_hr0)
-        tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dV2)
+        tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dV2.to(r_hr0.dtype.element_ty))
         # dC = \delta \mathbf{V}_{[t],2}   [claim dplr.fla.dC, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
         b_dC = b_dV2
         # dS_prev = -\delta \mathbf{C}_{[t]}^\top \mathbf{W}_{[t]} + \delta \mathbf{S}_{[t]}^C
@@ -558,7 +562,8 @@ def _dgradv_kernel(k, v, gk, a, do, in_Gamma, in_E, in_W, in_C, in_ch0, r_dV2, w
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.).to(tl.float32)
     p_c = i_c * H + i_h
-    b_dV2 = tl.load(r_dV2 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
+    b_dV2 = tl.load(r_dV2 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
+            other=0.).to(tl.float32)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -612,40 +617,49 @@ def _dgradv_kernel(k, v, gk, a, do, in_Gamma, in_E, in_W, in_C, in_ch0, r_dV2, w
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim dplr.fla.dQl, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr0.to(w_vr0.dtype.element_ty))
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top [claim dplr.fla.dQl, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr1.to(w_vr1.dtype.element_ty))
     # vr2 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top [claim dplr.fla.dQl, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr2 = tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr2)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr2.to(w_vr2.dtype.element_ty))
     # vr3 = \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top [claim dplr.fla.dKr,
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_vr3 = tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3),
             tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr3.to(w_vr3.dtype.element_ty))
     # vr4 = \mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C [claim dplr.fla.dKr, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr4 = tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr4)
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr4.to(w_vr4.dtype.element_ty))
     # vr5 = \delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim dplr.fla.dW, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr5 = tl.dot(b_dC.to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr5)
+    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr5.to(w_vr5.dtype.element_ty))
     # vr6 = \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top [claim dplr.fla.dE, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr6 = tl.dot(b_dC.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr6 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr6)
+    tl.store(w_vr6 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr6.to(w_vr6.dtype.element_ty))
     # vr7 = \mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C [claim dplr.fla.dAr, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr7 = tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
-    tl.store(w_vr7 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr7)
+    tl.store(w_vr7 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr7.to(w_vr7.dtype.element_ty))
     # vr8 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^C\right) [claim
     #   dplr.fla.dlogalpha.grouped, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_vr8 = tl.trans(tl.sum(b_s * b_ds, axis=0, keep_dims=True))
-    tl.store(w_vr8 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr8)
+    tl.store(w_vr8 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]),
+            b_vr8.to(w_vr8.dtype.element_ty))
     # g_v = \delta \mathbf{V}_{[t],1} - \left(\overleftarrow{\mathbf{B}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top
     #   \odot \mathbf{M}_{-1}\right)^\top \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} [claim dplr.fla.dV,
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
@@ -698,12 +712,12 @@ def _dgradc_kernel(k, gk, a, in_Gamma, in_E, r_vr5, r_vr6, w_dF, rng, scale, T, 
             return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr5 = tl.load(r_vr5 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr5 = tl.load(r_vr5 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr6 = tl.load(r_vr6 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr6 = tl.load(r_vr6 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Alpha_log = tl.load(gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
@@ -740,7 +754,7 @@ def _dgradc_kernel(k, gk, a, in_Gamma, in_E, r_vr5, r_vr6, w_dF, rng, scale, T, 
     #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
     b_dF = (-tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dE.to(DT2).to(CT2), input_precision=PREC2).to(DT2).to(CT2),
             tl.trans(b_E).to(DT2).to(CT2), input_precision=PREC2))
-    tl.store(w_dF + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dF)
+    tl.store(w_dF + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dF.to(w_dF.dtype.element_ty))
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
@@ -782,31 +796,31 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, 
             return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr2 = tl.load(r_vr2 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr2 = tl.load(r_vr2 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr3 = tl.load(r_vr3 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr3 = tl.load(r_vr3 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr4 = tl.load(r_vr4 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr4 = tl.load(r_vr4 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr5 = tl.load(r_vr5 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr5 = tl.load(r_vr5 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr7 = tl.load(r_vr7 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr7 = tl.load(r_vr7 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr7 += tl.load(r_vr7 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr8 = tl.load(r_vr8 + p_c * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+        b_vr7 += tl.load(r_vr7 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr8 = tl.load(r_vr8 + p_c * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr8 += tl.load(r_vr8 + (i_r * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
-    b_dF = tl.load(r_dF + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr8 += tl.load(r_vr8 + (i_r * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :])).to(tl.float32)
+    b_dF = tl.load(r_dF + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -1071,7 +1085,8 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None, seqs=No
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
-    r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype
+    r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=q.dtype, device=q.device)
 
     r_dV2 = r_hr0     # written over hr0, read last by the kernel writing it
 
@@ -1145,7 +1160,8 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     # the V kernel reads it in fp32 too: in the inputs' dtype under TILING dh_store "input"
     dh = torch.empty(B, NT, H, K, V, dtype=spec.dh_type(q.dtype, []), device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
-    r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype
+    r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=q.dtype, device=q.device)
 
     r_dV2 = r_hr0     # written over hr0, read last by the kernel writing it
 
@@ -1158,15 +1174,19 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
 
     del r_hr0     # read by the reverse scan only
     NV, NCH, BKF = spec.NV, B * NT * H, BK
-    r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     r_vr2 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     r_vr3 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     r_vr4 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
-    r_vr5 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
-    r_vr6 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr5 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr6 = torch.empty(NV, B * NT * H, BT * BT, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     r_vr7 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
-    r_vr8 = torch.empty(NV, B * NT * H, BKF * 1, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr8 = torch.empty(NV, B * NT * H, BKF * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
 
     d_v = empty_like(v)
 
@@ -1184,7 +1204,8 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     d_b = empty_like(b)
     d_gk = empty_like(gk)
 
-    r_dF = torch.empty(B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype
+    r_dF = torch.empty(B * NT * H, BT * BT, dtype=q.dtype, device=q.device)
 
     spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, gk, a, Gamma, E, r_vr5, r_vr6, r_dF, rng, scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradc_kernel"].kwargs)

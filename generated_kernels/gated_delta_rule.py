@@ -64,6 +64,10 @@ FP32_TILES = ["At", "Gamma"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {}
+# tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
+# reduction, layout "vsum", only where one V block covers V), with the tiles written over
+# them: name -> layout
+NARROWED = {"dXt": "chunk", "vr2": "vsum", "vr3": "vsum", "vr5": "vsum", "vr6": "vsum", "vr7": "vsum"}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -379,7 +383,7 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
             * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3)
 
-    tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0)
+    tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0.to(w_hr0.dtype.element_ty))
 
 
 # the backward's reverse scan: delta S_[t-1]^C from delta S_[t]^C and delta O_[t], from
@@ -425,7 +429,7 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T,
         tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
         p_c = (boh + i_t) * H + i_h
         b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
-                other=0.)
+                other=0.).to(tl.float32)
         b_Q = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
                 other=0.).to(tl.float32) * scale
         b_K = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
@@ -452,7 +456,7 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T,
         b_dU = (tl.dot((b_K * tl.exp((b_Kr_f + b_gC_log))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2),
                 input_precision=PREC2)
                 + b_hr0)
-        tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dU)
+        tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dU.to(r_hr0.dtype.element_ty))
         # dS_prev = \gamma_{[t]}^{C} \delta \mathbf{S}_{[t]}^{C} + \delta \mathbf{O}_{[t]}^\top
         #   \overleftarrow{\mathbf{Q}_{[t]}} - \delta \mathbf{U}_{[t]}^\top \overleftarrow{\mathbf{W}_{[t]}} [claim
         #   gdn.bwd.dS_prev, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
@@ -509,7 +513,8 @@ def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, r_dU, w_vr0,
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.).to(tl.float32)
     p_c = i_c * H + i_h
-    b_dU = tl.load(r_dU + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
+    b_dU = tl.load(r_dU + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
+            other=0.).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -545,44 +550,53 @@ def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, r_dU, w_vr0,
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim gdn.bwd.dQl, 002_6404d08dac0301ed.txt §4.1
     #   前向传播, line 118]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr0.to(w_vr0.dtype.element_ty))
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top [claim gdn.bwd.dQl, 002_6404d08dac0301ed.txt §4.1
     #   前向传播, line 118]
     b_vr1 = tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr1.to(w_vr1.dtype.element_ty))
     # vr2 = \left(-\delta \mathbf{V}_{[t],new}\right) \mathbf{S}_{[t-1]}^{C} [claim gdn.bwd.dW, 002_6404d08dac0301ed.txt
     #   §4.1 前向传播, line 118]
     b_vr2 = tl.dot((-b_dVnew).to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr2.to(w_vr2.dtype.element_ty))
     # vr3 = \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top [claim gdn.bwd.dA, 002_6404d08dac0301ed.txt §4.1
     #   前向传播, line 118]
     b_vr3 = tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr3.to(w_vr3.dtype.element_ty))
     # vr4 = \mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} [claim gdn.bwd.dKr, 002_6404d08dac0301ed.txt §4.1
     #   前向传播, line 118]
     b_vr4 = tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
-    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr4)
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr4.to(w_vr4.dtype.element_ty))
     # vr5 = \left(\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} \odot \overleftarrow{\mathbf{Q}_{[t]}}\right)
     #   \mathbf{1} [claim gdn.bwd.dlogalpha_pairs, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_vr5 = tl.sum((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * (b_Q * tl.exp(b_Ql_f)))
             * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
-    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr5)
+    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]),
+            b_vr5.to(w_vr5.dtype.element_ty))
     # vr6 = \left(\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \odot \gamma_{[t]}^{C}
     #   \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} [claim gdn.bwd.dlogalpha_pairs, 002_6404d08dac0301ed.txt
     #   §4.1 前向传播, line 118]
     b_vr6 = tl.sum((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
             * (b_K * tl.exp((b_Kr_f + b_gC_log))))
             * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
-    tl.store(w_vr6 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr6)
+    tl.store(w_vr6 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]),
+            b_vr6.to(w_vr6.dtype.element_ty))
     # vr7 = \langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle [claim gdn.bwd.dlogalpha_pairs,
     #   002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_vr7 = tl.sum(tl.sum(b_s * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True)
-    tl.store(w_vr7 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]), b_vr7)
+    tl.store(w_vr7 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]),
+            b_vr7.to(w_vr7.dtype.element_ty))
     # vr8 = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)
     #   [claim gdn.bwd.dbeta, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_vr8 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
             * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
-    tl.store(w_vr8 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr8)
+    tl.store(w_vr8 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]),
+            b_vr8.to(w_vr8.dtype.element_ty))
     # g_v = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]}
     #   [claim gdn.bwd.dV, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_g_v = tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
@@ -627,27 +641,27 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr2, r_vr3, r_vr5, r_vr
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr3 = tl.load(r_vr3 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr3 = tl.load(r_vr3 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr5 = tl.load(r_vr5 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr5 = tl.load(r_vr5 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
-    b_vr6 = tl.load(r_vr6 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
+    b_vr6 = tl.load(r_vr6 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
-    b_vr7 = tl.load(r_vr7 + p_c * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
+        b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
+    b_vr7 = tl.load(r_vr7 + p_c * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr7 += tl.load(r_vr7 + (i_r * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
-    b_vr8 = tl.load(r_vr8 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+        b_vr7 += tl.load(r_vr7 + (i_r * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :])).to(tl.float32)
+    b_vr8 = tl.load(r_vr8 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr8 += tl.load(r_vr8 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+        b_vr8 += tl.load(r_vr8 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -686,7 +700,7 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr2, r_vr3, r_vr5, r_vr
     b_dXt = (-tl.dot(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2),
             input_precision=PREC2).to(DT2).to(CT2),
             tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2))
-    tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
+    tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt.to(w_dXt.dtype.element_ty))
     # g_g = \text{suffix\_sum}_{row}\left((\left(\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} \odot
     #   \overleftarrow{\mathbf{Q}_{[t]}}\right) \mathbf{1}) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)
     #   \widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \odot
@@ -783,19 +797,19 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_d
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr4 = tl.load(r_vr4 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr4 = tl.load(r_vr4 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_dXt = tl.load(r_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_dXt = tl.load(r_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -1041,12 +1055,17 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     NV, NCH, BKF = spec.NV, B * NT * H, BK
     r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
-    r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
-    r_vr3 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr3 = torch.empty(NV, B * NT * H, BT * BT, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     r_vr4 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
-    r_vr5 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32, device=q.device)
-    r_vr6 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32, device=q.device)
-    r_vr7 = torch.empty(NV, B * NT * H, 1 * 1, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr5 = torch.empty(NV, B * NT * H, BT * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr6 = torch.empty(NV, B * NT * H, BT * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr7 = torch.empty(NV, B * NT * H, 1 * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     r_vr8 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32, device=q.device)
 
     d_v = empty_like(v)
@@ -1064,7 +1083,8 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     d_g = empty_like(g)
     d_beta = empty_like(beta)
 
-    r_dXt = torch.empty(B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype
+    r_dXt = torch.empty(B * NT * H, BT * BT, dtype=q.dtype, device=q.device)
 
     spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](q, k, beta, Gamma, At, r_vr1, r_vr2, r_vr3, r_vr5, r_vr6,
             r_vr7, r_vr8, r_dXt, d_g, d_beta, scale, T, NCH,

@@ -44,6 +44,10 @@ FP32_TILES = ["ch0", "Gamma"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')]}
+# tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
+# reduction, layout "vsum", only where one V block covers V), with the tiles written over
+# them: name -> layout
+NARROWED = {"vr0": "vsum", "vr4": "vsum"}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -372,23 +376,28 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, 
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim gla.dQl, 003_c008d497ea0f70e6.txt §6.3
     #   分块递推模式的反向传播, line 186]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr0.to(w_vr0.dtype.element_ty))
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t]}^\top [claim gla.dQl, 003_c008d497ea0f70e6.txt §6.3
     #   分块递推模式的反向传播, line 186]
     b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr1.to(w_vr1.dtype.element_ty))
     # vr2 = \mathbf{V}_{[t]} \delta \mathbf{S}_{[t]}^{C} [claim gla.dKr, 003_c008d497ea0f70e6.txt §6.3
     #   分块递推模式的反向传播, line 182, row 3]
     b_vr2 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr2.to(w_vr2.dtype.element_ty))
     # vr3 = \mathbf{V}_{[t]} \delta \mathbf{O}_{[t]}^\top [claim gla.dKr, 003_c008d497ea0f70e6.txt §6.3
     #   分块递推模式的反向传播, line 182, row 3]
     b_vr3 = tl.dot(b_V.to(DT).to(CT), tl.trans(b_dO).to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr3.to(w_vr3.dtype.element_ty))
     # vr4 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right) [claim
     #   gla.bwd.dlogalpha_grouped, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播]
     b_vr4 = tl.trans(tl.sum(b_s * b_ds, axis=0, keep_dims=True))
-    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr4)
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]),
+            b_vr4.to(w_vr4.dtype.element_ty))
     # g_v = (\overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)) {\delta
     #   \mathbf{S}_{[t]}^{C}}^\top + \left(\overrightarrow{\mathbf{K}_{[t]}} \overleftarrow{\mathbf{Q}_{[t]}}^\top \odot
     #   \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]} [claim gla.dV, 003_c008d497ea0f70e6.txt §6.3
@@ -439,21 +448,21 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, 
             return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr3 = tl.load(r_vr3 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr3 = tl.load(r_vr3 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr4 = tl.load(r_vr4 + p_c * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr4 = tl.load(r_vr4 + p_c * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -683,11 +692,13 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
                                                        **spec["_dstate_kernel"].kwargs)
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
-    r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     r_vr3 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
-    r_vr4 = torch.empty(NV, B * NT * H, BKF * 1, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr4 = torch.empty(NV, B * NT * H, BKF * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
 
     d_v = empty_like(v)
 

@@ -68,6 +68,10 @@ FP32_TILES = ["At", "ch0", "Gamma"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"hs0": [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]}
+# tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
+# reduction, layout "vsum", only where one V block covers V), with the tiles written over
+# them: name -> layout
+NARROWED = {"dXt": "chunk", "vr2": "vsum", "vr3": "vsum", "vr5": "vsum"}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -396,7 +400,7 @@ def _dstate_pre_kernel(do, in_ch0, w_hr0, scale, T,
     #   \(\delta \mathbf{\Gamma}_{[t]}\)]
     b_hr0 = tl.dot(tl.trans(b_ch0).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3)
 
-    tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0)
+    tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0.to(w_hr0.dtype.element_ty))
 
 
 # the backward's reverse scan: delta S_[t-1]^C from delta S_[t]^C and delta O_[t], from
@@ -442,7 +446,7 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T
         tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
         p_c = (boh + i_t) * H + i_h
         b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
-                other=0.)
+                other=0.).to(tl.float32)
         b_Q = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
                 other=0.).to(tl.float32) * scale
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
@@ -465,7 +469,7 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T
         #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right))}^\top \delta \mathbf{O}_{[t]}) [claim
         #   kda.dU, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{U}_{[t]}\), line 69, row 1]
         b_dU = (tl.dot(b_hs0.to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2) + b_hr0)
-        tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dU)
+        tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dU.to(r_hr0.dtype.element_ty))
         # dS_prev = \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \delta
         #   \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}_{[t]}} - \delta \mathbf{U}_{[t]}^\top \mathbf{W}_{[t]}
         #   [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
@@ -522,7 +526,8 @@ def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dU, w_vr0, w_vr1, w_vr2, w_
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.).to(tl.float32)
     p_c = i_c * H + i_h
-    b_dU = tl.load(r_dU + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :], other=0.)
+    b_dU = tl.load(r_dU + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
+            other=0.).to(tl.float32)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
@@ -543,32 +548,39 @@ def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dU, w_vr0, w_vr1, w_vr2, w_
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim kda.dQl, 001_ba6c617d0f1bc209.txt §对于 \(\delta
     #   \mathbf{Q}_{[t]}\), line 118, row 1]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr0.to(w_vr0.dtype.element_ty))
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top [claim kda.dQl, 001_ba6c617d0f1bc209.txt §对于 \(\delta
     #   \mathbf{Q}_{[t]}\), line 118, row 1]
     b_vr1 = tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr1.to(w_vr1.dtype.element_ty))
     # vr2 = \left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C} [claim kda.dW, 001_ba6c617d0f1bc209.txt
     #   §对于 \(\delta \mathbf{W}_{[t]}\), line 87, row 1]
     b_vr2 = tl.dot((-b_dU).to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr2.to(w_vr2.dtype.element_ty))
     # vr3 = \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top [claim kda.dAt, 001_ba6c617d0f1bc209.txt §对于 \(\delta
     #   \widetilde{\mathbf{A}}_{[t]}\) \(\delta \widetilde{\mathbf{X}}_{[t]}\), line 143, row 1]
     b_vr3 = tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr3)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr3.to(w_vr3.dtype.element_ty))
     # vr4 = \mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} [claim kda.dKr.corrected, 001_ba6c617d0f1bc209.txt §对于
     #   \(\delta \mathbf{K}_{[t]}\), line 230, row 1]
     b_vr4 = tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
-    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr4)
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr4.to(w_vr4.dtype.element_ty))
     # vr5 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right) [claim
     #   kda.dlogAlpha_grouped, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
     b_vr5 = tl.trans(tl.sum(b_s * b_ds, axis=0, keep_dims=True))
-    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]), b_vr5)
+    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]),
+            b_vr5.to(w_vr5.dtype.element_ty))
     # vr6 = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)
     #   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
     b_vr6 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
             * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
-    tl.store(w_vr6 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]), b_vr6)
+    tl.store(w_vr6 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]),
+            b_vr6.to(w_vr6.dtype.element_ty))
     # g_v = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} [claim
     #   kda.dV, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{V}_{[t]}\), line 134, row 1]
     b_g_v = tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
@@ -616,15 +628,15 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
             return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr3 = tl.load(r_vr3 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr3 = tl.load(r_vr3 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr6 = tl.load(r_vr6 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr6 = tl.load(r_vr6 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]))
+        b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
@@ -659,7 +671,7 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
     b_dXt = tl.dot(tl.dot((-tl.trans(b_At)).to(DT2).to(CT2), b_dAt.to(DT2).to(CT2),
             input_precision=PREC2).to(DT2).to(CT2),
             tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2)
-    tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt)
+    tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt.to(w_dXt.dtype.element_ty))
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]}
     #   \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta
     #   \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]}
@@ -716,22 +728,22 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
             return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr4 = tl.load(r_vr4 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr4 = tl.load(r_vr4 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr5 = tl.load(r_vr5 + p_c * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr5 = tl.load(r_vr5 + p_c * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]))
-    b_dXt = tl.load(r_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :])).to(tl.float32)
+    b_dXt = tl.load(r_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -1032,10 +1044,13 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     NV, NCH, BKF = spec.NV, B * NT * H, BK
     r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
-    r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
-    r_vr3 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr3 = torch.empty(NV, B * NT * H, BT * BT, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     r_vr4 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
-    r_vr5 = torch.empty(NV, B * NT * H, BKF * 1, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr5 = torch.empty(NV, B * NT * H, BKF * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     r_vr6 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32, device=q.device)
 
     d_v = empty_like(v)
@@ -1053,7 +1068,8 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     d_g = empty_like(g)
     d_beta = empty_like(beta)
 
-    r_dXt = torch.empty(B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype
+    r_dXt = torch.empty(B * NT * H, BT * BT, dtype=q.dtype, device=q.device)
 
     spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, beta, Gamma, At, r_vr2, r_vr3, r_vr6, r_dXt, d_beta, rng,
             scale, T, NCH,

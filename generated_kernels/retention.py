@@ -45,6 +45,10 @@ FP32_TILES = ["Gamma", "gamma_log"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"dh": [('_dgradv_kernel', 'DT2'), ('_dgradv_kernel', 'DT3')]}
+# tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
+# reduction, layout "vsum", only where one V block covers V), with the tiles written over
+# them: name -> layout
+NARROWED = {"vr1": "vsum"}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -345,13 +349,16 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, h, dh, d_v, scale
     b_Kr_f = (-b_Gamma_log)
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim retention.dQl, retention.py §chunk backward]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr0.to(w_vr0.dtype.element_ty))
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim retention.dQl, retention.py §chunk backward]
     b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr1.to(w_vr1.dtype.element_ty))
     # vr2 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim retention.dKr, retention.py §chunk backward]
     b_vr2 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr2.to(w_vr2.dtype.element_ty))
     # g_v = \gamma^C \overrightarrow{\mathbf{K}} \delta \mathbf{S}_{[t]}^\top + \tau \left(\overrightarrow{\mathbf{K}}
     #   \overleftarrow{\mathbf{Q}}^\top \odot \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]} [claim retention.dV,
     #   retention.py §input gradients]
@@ -399,15 +406,15 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, d_q, d_k, scale, T, NCH,
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -617,7 +624,8 @@ def _backward(q, k, v, do, dht, scale, initial_state=None, chunk_size=None, kept
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
     r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
-    r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
 
     d_v = empty_like(v)

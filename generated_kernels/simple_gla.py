@@ -47,6 +47,10 @@ FP32_TILES = ["Gc"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {}
+# tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
+# reduction, layout "vsum", only where one V block covers V), with the tiles written over
+# them: name -> layout
+NARROWED = {"vr0": "vsum", "vr3": "vsum"}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -339,23 +343,28 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh,
     b_Kr_f = (-b_Gc)
     # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim simple_gla.dQl, simple_gla.py §chunk backward]
     b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr0)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr0.to(w_vr0.dtype.element_ty))
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim simple_gla.dQl, simple_gla.py §chunk backward]
     b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_vr1)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr1.to(w_vr1.dtype.element_ty))
     # vr2 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim simple_gla.dKr, simple_gla.py §chunk backward]
     b_vr2 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]), b_vr2)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr2.to(w_vr2.dtype.element_ty))
     # vr3 = \langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]} \rangle [claim simple_gla.dg_qk_prev, simple_gla.py
     #   §input gradients]
     b_vr3 = tl.sum(tl.sum(b_s * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True)
-    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]), b_vr3)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]),
+            b_vr3.to(w_vr3.dtype.element_ty))
     # vr4 = \langle \text{Diag}\left(\exp\left(\mathbf{1} g^C - \boldsymbol{g}^c\right)\right) \mathbf{K}, \mathbf{V}
     #   \delta \mathbf{S}_{[t]} \rangle [claim simple_gla.dg_qk_prev, simple_gla.py §input gradients]
     b_vr4 = tl.sum(tl.sum((b_K * tl.exp(((tl.full((BT, 1), 1.0, tl.float32) * b_gC) - b_Gc)))
             * tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3), axis=1, keep_dims=True),
             axis=0, keep_dims=True)
-    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]), b_vr4)
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]),
+            b_vr4.to(w_vr4.dtype.element_ty))
     # g_v = \exp\left(g^C\right) \overrightarrow{\mathbf{K}} \delta \mathbf{S}_{[t]}^\top +
     #   \left(\overrightarrow{\mathbf{K}} \overleftarrow{\mathbf{Q}}^\top \odot \mathbf{M}^\top\right) \delta
     #   \mathbf{O}_{[t]} [claim simple_gla.dV, simple_gla.py §input gradients]
@@ -402,21 +411,21 @@ def _dgradk_kernel(q, k, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]))
-    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
+        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]))
-    b_vr3 = tl.load(r_vr3 + p_c * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr3 = tl.load(r_vr3 + p_c * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
-    b_vr4 = tl.load(r_vr4 + p_c * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
+        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :])).to(tl.float32)
+    b_vr4 = tl.load(r_vr4 + p_c * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
-        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]))
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -620,10 +629,12 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
                                                        **spec["_dstate_kernel"].kwargs)
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
-    r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
-    r_vr3 = torch.empty(NV, B * NT * H, 1 * 1, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr3 = torch.empty(NV, B * NT * H, 1 * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     r_vr4 = torch.empty(NV, B * NT * H, 1 * 1, dtype=torch.float32, device=q.device)
 
     d_v = empty_like(v)

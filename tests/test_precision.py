@@ -55,6 +55,10 @@ def test_every_bundled_kernel_prints_its_record(v):
     assert rec["worst_ratio"] == pytest.approx(max(rec["ratios"].values()), abs=1e-3)
     assert set(choice["precise_lines"]) <= set(rec["gated_lines"])
     assert set(choice["mixed_lines"]) <= set(rec["mixable_lines"])
+    # narrowed passed tiles: the module stores them (and the tiles written over them) so
+    assert set(choice["narrowed"]) <= set(rec["passed_tiles"])
+    assert set(choice["narrowed"]) <= set(cases.module(v.name).NARROWED)
+    assert all(f"r_{n} = r_" in src for n in set(cases.module(v.name).NARROWED) - set(choice["narrowed"]))
     grads = src[src.index("def _dgradv_kernel"):]
     for n in choice["mixed_lines"]:     # no product of a read and a computed tile left in DT3
         assert not re.search(rf"b_{n} = [^\n]*(?:\n {{12,}}[^\n]*)*DT3", grads), n
@@ -96,6 +100,7 @@ def test_the_planner_climbs_until_the_target_or_the_top(tmp_path, monkeypatch):
     # a user's DeltaNet at one small shape: an unreachable target takes every family to
     # its most precise type, and the record says the target was not met
     monkeypatch.setattr(precision, "SHAPES", ((1, 20, 1, 16, 16),))
+    monkeypatch.setattr(precision, "STORE_SHAPES", ((1, 40, 1, 16, 16),))
     monkeypatch.setattr(precision, "TARGET", 0.01)
     said = []
     files = gen.render_all(gen.user_variants(FORWARD_ONLY), progress=said.append, out_dir=str(tmp_path),
@@ -106,20 +111,23 @@ def test_the_planner_climbs_until_the_target_or_the_top(tmp_path, monkeypatch):
     assert rec["gated_lines"]
     # (its backward picked: delta S's type searched at fp32, not narrowed short of the target)
     assert not rec["met"] and rec["choice"] == dict({f: DOTS[-1] for f in precision.FAMILIES}, dh_store="fp32",
-                                                    precise_lines=sorted(rec["gated_lines"]), mixed_lines=[])
+                                                    precise_lines=sorted(rec["gated_lines"]), mixed_lines=[],
+                                                    narrowed=[])
     assert len(rec["steps"]) == 1 + 2 * len(precision.FAMILIES) + len(rec["gated_lines"])
     assert any("NOT met" in s for s in said)
     # a reachable one stops at the first choice meeting it
     monkeypatch.setattr(precision, "TARGET", 1e9)
     rec = json.loads(gen.render_all(gen.user_variants(FORWARD_ONLY), out_dir=str(tmp_path), measure=Measure)[name])
     assert rec["met"] and Choice.from_dict(rec["choice"]).dots[:len(precision.FAMILIES)] == Choice.cheapest().dots
-    assert rec["steps"][-1]["step"].startswith("dh_store ")     # then delta S's type is tried narrower
+    # then delta S's type and each passed tile are tried narrower, in that order
+    steps = [st["step"].split()[0] for st in rec["steps"]]
+    assert rec["passed_tiles"] and steps[-1 - len(rec["passed_tiles"]):] == ["dh_store"] + rec["passed_tiles"]
 
 
 class _Synthetic:
     """A stand-in measurement: only reverse_dots at tf32_mixed brings 'dh0' under the
     target (a plateau at tf32 first); every other choice changes nothing."""
-    def __init__(self, v, runtime, shapes, seed):
+    def __init__(self, v, runtime, shapes, seed, inputs="fuzz"):
         self.n = 0
 
     def ratios(self, desc, src):
@@ -134,7 +142,7 @@ def test_a_plateau_is_crossed_by_the_cheaper_promotions(monkeypatch):
     rec, _ = precision.plan(v, lambda vv: "", "", ["dQ"], _Synthetic)
     assert rec["met"] and rec["choice"] == dict(prep_dots="input", scan_dots="input", out_dots="input",
                                                 reverse_dots=DOTS[-1], gradv_dots="input",
-                                                grad_dots="input", precise_lines=[], mixed_lines=[])
+                                                grad_dots="input", precise_lines=[], mixed_lines=[], narrowed=[])
     assert any("back to" in s["step"] for s in rec["steps"])
     assert rec["worst_ratio"] == 0.5 and rec["evaluations"] == 1 + sum(s.get("candidates", 0) for s in rec["steps"]) \
         + rec["take_back_evaluations"]
@@ -144,7 +152,7 @@ class _LooseGate:
     """A stand-in measurement where every tensor meets TARGET from the cheapest choice,
     but the gate gradient 'dg' is 20x its error at the most precise choice until
     gradv_dots reaches tf32_mixed (simple GLA's case, docs/measurements.md)."""
-    def __init__(self, v, runtime, shapes, seed):
+    def __init__(self, v, runtime, shapes, seed, inputs="fuzz"):
         self.n = 0
 
     def ratios(self, desc, src):
@@ -209,7 +217,7 @@ class _StoreCost:
     'dv' by ``grow``."""
     grow = 1.0
 
-    def __init__(self, v, runtime, shapes, seed):
+    def __init__(self, v, runtime, shapes, seed, inputs="fuzz"):
         self.n = 0
 
     def ratios(self, desc, src):
@@ -230,6 +238,70 @@ def test_delta_s_is_narrowed_only_at_the_same_accuracy(grow, narrowed):
     # the families are searched as before
     assert {k: x for k, x in rec["choice"].items() if k in precision.FAMILIES} == \
         {f: DOTS[0] for f in precision.FAMILIES}
+
+
+class _PassedCost:
+    """Every choice meets the target; each narrowed passed tile multiplies dq's error by
+    its factor: vr0 1.2 (an fp32 sum rounded), vr1 1.0 (its readers round it), vr2 and
+    vr3 1.03 each."""
+    GROW = dict(vr0=1.2, vr1=1.0, vr2=1.03, vr3=1.03)
+
+    def __init__(self, v, runtime, shapes, seed, inputs="fuzz"):
+        self.n = 0
+
+    def ratios(self, desc, src):
+        self.n += 1
+        narrowed = desc.split("narrowed ")[1].split(", ") if "narrowed " in desc else []
+        dq = 0.5
+        for n in narrowed:
+            dq *= self.GROW[n]
+        return {"s dq": dq, "s dk": 0.5}
+
+
+def test_passed_tiles_are_narrowed_while_no_error_grows_past_the_slack():
+    # each in launch order, against the kernel with all of them in fp32: vr0 (1.2x) kept,
+    # vr1 and vr2 taken, vr3 kept (1.03 x 1.03 = 1.061x over the all-fp32 kernel)
+    v = next(v for v in VARIANTS if v.name == "delta_rule")
+    rec, _ = precision.plan(v, lambda vv: "", "", [], _PassedCost, passed=["vr0", "vr1", "vr2", "vr3"])
+    assert rec["met"] and rec["choice"]["narrowed"] == ["vr1", "vr2"] and rec["passed_tiles"] == ["vr0", "vr1", "vr2",
+                                                                                                   "vr3"]
+    steps = [st["step"] for st in rec["steps"][-4:]]
+    assert steps[0].startswith("vr0 kept fp32: s dq 1.200x") and steps[1] == "vr1 narrowed to the inputs' dtype"
+    assert steps[3].startswith("vr3 kept fp32: s dq 1.061x")
+    assert rec["ratios"]["s dq"] == pytest.approx(0.515)
+
+
+def test_a_narrowed_tile_is_stored_and_read_in_the_inputs_dtype():
+    # the printed module: the buffer in q's dtype (a V reduction only at one V block), every
+    # store cast to the buffer's type, every read of a passed tile widened to fp32
+    from chunkproof.codegen.plan import load_variant
+    v = next(v for v in VARIANTS if v.name == "delta_rule")
+    plan = load_variant(v, check=False)
+    passed = gen.candidate_lines(v, plan)[2]
+    assert {"vr0", "hr0"} <= set(passed)
+    rec = precision.Choice.from_dict(precision.read_record(gen.OUT_DIR, v.name)["choice"])
+    base = precision.Choice(rec.dots, rec.lines, rec.mixed)     # nothing narrowed
+    src = gen.render_variant(precision.apply(v, base.with_narrow("vr0").with_narrow("hr0")), plan=plan, check=False)
+    assert "r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32)" in src
+    assert "r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=q.dtype" in src
+    assert "r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32" in src
+    assert 'NARROWED = {"dVnew": "vcols", "hr0": "vcols", "vr0": "vsum"}' in src
+    loads = [_statement(src, m.start()) for m in re.finditer(r"= tl\.load\(r_\w+ ", src)]
+    stores = [(m.group(1), _statement(src, m.start())) for m in re.finditer(r"tl\.store\(([wr]_\w+) ", src)]
+    assert len(loads) > 5 and len(stores) > 5
+    for text in loads:
+        assert text.endswith(".to(tl.float32)"), text
+    for ptr, text in stores:
+        assert text.endswith(f".to({ptr}.dtype.element_ty))"), text
+
+
+def _statement(src, start):
+    """The source from ``start`` to the end of its line's statement (parentheses closed)."""
+    depth, i = 0, start
+    while i < len(src) and not (src[i] == "\n" and depth == 0):
+        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(src[i], 0)
+        i += 1
+    return src[start:i]
 
 
 def test_a_mixed_line_multiplies_like_two_computed_tiles_in_the_gradient_kernels_only():
@@ -260,3 +332,12 @@ def test_the_bundled_variants_name_their_log_gates():
     # the planner's (codegen, from the derivation) and the fuzz campaign's (from the oracle)
     for v in VARIANTS:
         assert list(G.log_gates(v, load_variant(v, check=False))) == log_gates(v.name), v.name
+
+
+def test_two_measures_never_share_a_printed_module():
+    # the stored types are measured at a longer shape by a second Measure: its first
+    # module is not the first Measure's first module (both numbered 1)
+    v = next(v for v in VARIANTS if v.name == "delta_rule")
+    first, second = Measure(v, "", [], 0), Measure(v, "", [], 0)
+    assert first._module("WHICH = 'first'\n").WHICH == "first"
+    assert second._module("WHICH = 'second'\n").WHICH == "second"

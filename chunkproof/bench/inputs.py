@@ -78,6 +78,16 @@ def fuzz_case(variant, B, T, H, K, V, seed, dtype=torch.bfloat16, device="cpu"):
     return dict(zip([n for n, _ in module(variant).ARGS], args)), h0, do, dht
 
 
+def bench_case(variant, B, T, H, K, V, seed):
+    """The benchmark's inputs (bench_inputs, K = V) with an initial state and cotangents
+    (cotangents, seed + 1), bf16 on the CPU: (inputs, h0, dO, dS_T)."""
+    if K != V:
+        raise ValueError(f"the benchmark's inputs have K = V, not K = {K}, V = {V}")
+    x = bench_inputs(variant, B, T, H, K, torch.bfloat16, torch.float32, "cpu", seed=seed)
+    h0, do, dht = cotangents(B, T, H, K, V, torch.bfloat16, "cpu", seed=seed + 1)
+    return x, h0, do, dht
+
+
 def first_steps(tensors, t):
     """Every batch and head, the first t steps (contiguous copies); a parameter ([H, K],
     as RWKV-6's u) has no steps and is kept whole.  FLA's autotune keys hold B and H but

@@ -20,8 +20,10 @@ class Measure:
     """Errors of one variant's candidates, each printed, imported and run under the
     interpreter; the baseline's and the reference's computed once per shape."""
 
-    def __init__(self, v: Variant, runtime: str, shapes, seed):
-        self.v, self.runtime, self.shapes, self.seed = v, runtime, tuple(shapes), seed
+    def __init__(self, v: Variant, runtime: str, shapes, seed, inputs="fuzz"):
+        # inputs: "fuzz" (the campaign's draws) or "bench" (the benchmark's: unit keys,
+        # log-sigmoid gates), chunked.case
+        self.v, self.runtime, self.shapes, self.seed, self.inputs = v, runtime, tuple(shapes), seed, inputs
         self.root = tempfile.mkdtemp(prefix="chunkproof_precision_")
         atexit.register(shutil.rmtree, self.root, True)
         self.n = 0
@@ -29,7 +31,9 @@ class Measure:
 
     def _module(self, src):
         self.n += 1
-        pkg = f"chunkproof_precision_{self.v.name}_{self.n}"
+        # the root's own name in it: another Measure's module of the same number is a
+        # different kernel (sys.modules would hand that one back)
+        pkg = f"{os.path.basename(self.root)}_{self.v.name}_{self.n}"
         d = os.path.join(self.root, pkg)
         os.makedirs(d)
         for fname, text in (("__init__.py", ""), ("_runtime.py", self.runtime), (f"{self.v.name}.py", src)):
@@ -45,7 +49,7 @@ class Measure:
         from chunkproof.fuzz.chunked import Chunked, case, errors, reference
         import torch
         if shape not in self.cases:
-            x, h0, do, dht = case(self.v.name, shape, self.seed)
+            x, h0, do, dht = case(self.v.name, shape, self.seed, self.inputs)
             scale = shape[3] ** -0.5
             want = reference(self.v.name, x, h0, do, dht, scale)
             base = Chunked(self.v.name, logs="wide")
