@@ -282,16 +282,15 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
                               worst=max(r.values()), score=score(r)))
             say(f"precision of {v.name}: {steps[-1]['step']}, worst ratio {max(r.values()):.2f}, "
                 f"score {score(r):.2f}")
+    # narrowed only from a choice meeting the target (every one taken meets it too)
     trials = [(key, cur.with_family(key, TYPES[key][0]), TYPES[key][0]) for key in stores] + \
-        [(n, None, "the inputs' dtype") for n in passed]
-    m_long = measure(v, runtime, STORE_SHAPES, SEED, inputs=STORE_INPUTS) if trials and score(r) <= 1 else None
+        [(n, None, "the inputs' dtype") for n in passed] if score(r) <= 1 else []
+    m_long = measure(v, runtime, STORE_SHAPES, SEED, inputs=STORE_INPUTS) if trials else None
     # every error a narrowed store is held to: the kernel's with all of them in fp32, at
     # the planner's shapes and at STORE_SHAPES
-    r_all32 = dict(r, **(m_long.ratios(_describe(cur), src) if m_long else {}))
-    r_long = {k: x for k, x in r_all32.items() if k not in r}
+    r_long = m_long.ratios(_describe(cur), src) if m_long else {}
+    r_all32 = dict(r, **r_long)
     for key, trial, narrow in trials:
-        if score(r) > 1:
-            break
         trial = trial or cur.with_narrow(key)
         s, rn = measured(trial)
         rl = m_long.ratios(_describe(trial), s)

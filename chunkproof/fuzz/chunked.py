@@ -237,7 +237,7 @@ def case(name, shape, seed, inputs="fuzz"):
     as the benchmark does."""
     from chunkproof.bench.inputs import bench_case, fuzz_case
     B, T, H, K, V = shape
-    return (bench_case if inputs == "bench" else fuzz_case)(name, B, T, H, K, V, seed)
+    return {"fuzz": fuzz_case, "bench": bench_case}[inputs](name, B, T, H, K, V, seed)
 
 
 def errors(o, ht, grads, want):
