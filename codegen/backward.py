@@ -244,13 +244,25 @@ class KSide:
 
 
 @dataclass
+class VSide:
+    """What the V kernel computes its V reductions from (split_gradients), for loop_plan."""
+    plan: Plan
+    adj_defs: Dict[str, ir.Expr]
+    given: set                   # the reverse scan's tiles it reads (hoisted)
+    hoisted: List[Passed]
+    reductions: List[Passed]     # every V reduction, the looped ones included
+    cites: Dict[str, str]
+
+
+@dataclass
 class GradientSplit:
     v: KernelPlan                # the V kernel: gradients with a Dv dimension, writes the V reductions
     k: KernelPlan                # the K kernel: the other gradients, reads them
     k_side: KSide
+    v_side: VSide
 
 
-def split_gradients(plan: Plan, bwd, hoisted=()) -> GradientSplit:
+def split_gradients(plan: Plan, bwd, hoisted=(), looped=frozenset()) -> GradientSplit:
     """The gradient stage as two kernels.  The V kernel, V-blocked, computes the
     gradients that have a Dv dimension and every *V reduction* the others read: a
     subexpression without a Dv dimension whose operands have one (delta O S_[t-1],
@@ -262,7 +274,8 @@ def split_gradients(plan: Plan, bwd, hoisted=()) -> GradientSplit:
 
     ``hoisted``: the reverse scan's parallel tiles (hoist_reverse's writes_passed); the
     V kernel reads them where its claims hold the same subexpression (the intra-chunk
-    part of delta U) instead of forming it again."""
+    part of delta U) instead of forming it again.  ``looped``: the V reductions the K
+    side forms itself (loop_plan); the V kernel does not write them."""
     adj = _adjoints(plan, bwd)
     adj_plain = dict(adj.defs)
     hmap = {p.expr: _named_tile(p.name, p.expr) for p in hoisted if not isinstance(p.expr, ir.Var)}
@@ -335,7 +348,8 @@ def split_gradients(plan: Plan, bwd, hoisted=()) -> GradientSplit:
             source.append(_cite(f.claim))
             k_finals.append(dataclasses.replace(f, expr=sub(f.expr)))
             source.pop()
-    red_list = list(reds.values())
+    all_reds = list(reds.values())
+    red_list = [p for p in all_reds if p.name not in looped]
     # the V kernel: its gradients and the V reductions, V-blocked
     hnames = {v.name for v in hmap.values()} | {p.name for p in hoisted if isinstance(p.expr, ir.Var)}
     fwd, names, reads = _collect(plan, adj_defs, [f.expr for f in v_finals] + [p.expr for p in red_list],
@@ -358,7 +372,7 @@ def split_gradients(plan: Plan, bwd, hoisted=()) -> GradientSplit:
     kadj = {n: (kdefs[n] if n in kdefs else e) for n, e in adj_plain.items()}
     kbase = dataclasses.replace(plan, defs=[(n, kdefs.get(n) or e) for n, e in plan.defs])
     fwd_k, adj_k, reads_k = _collect(kbase, kadj, [f.expr for f in k_finals], "gradient K kernel",
-                                     allow_state=False, given={p.name for p in red_list})
+                                     allow_state=False, given={p.name for p in all_reds})
     kfwd = dict(kbase.defs)
     for n in fwd_k + adj_k:
         e = kadj[n] if n in kadj else kfwd[n]
@@ -368,8 +382,43 @@ def split_gradients(plan: Plan, bwd, hoisted=()) -> GradientSplit:
     kplan = _extended(kbase, kadj, adj_k)
     kused = _used(dict(kplan.defs), fwd_k + adj_k, k_finals)
     kk = KernelPlan(kplan, fwd_k + adj_k, k_finals, reads_k,
-                    reads_passed=[p for p in red_list if p.name in kused], cites=cites)
-    return GradientSplit(vk, kk, KSide(kbase, kadj, red_list, k_finals, cites))
+                    reads_passed=[p for p in all_reds if p.name in kused], cites=cites)
+    return GradientSplit(vk, kk, KSide(kbase, kadj, all_reds, k_finals, cites),
+                         VSide(plan, adj_defs, hnames, list(hoisted), all_reds, cites))
+
+
+def _sums_over(e: ir.Expr, dim: str) -> bool:
+    """Whether some part of e sums over ``dim`` (a tile without it formed from one with it)."""
+    return any(dim not in n.shape() and any(dim in c.shape() for c in n.children()) for n in ir.walk(e))
+
+
+def loopable(side: VSide, p: Passed, blocked: bool) -> bool:
+    """Whether a K-side kernel can form V reduction ``p`` itself, in a loop over V blocks
+    (Variant.loop_reductions): every tile with a Dv dimension it needs is read from memory
+    (inputs, delta O, the states S_[t-1] and delta S_[t], the reverse scan's tiles) or
+    names one (an alias), none is formed from a product over Dk; in a kernel ``blocked``
+    over Dk (the KB kernel) nothing in it may sum over Dk either."""
+    fwd, names, _ = _collect(side.plan, side.adj_defs, [p.expr], "looped V reduction", allow_state=True,
+                             given=side.given)
+    dmap = dict(side.plan.defs)
+    dmap.update(side.adj_defs)
+    if any("Dv" in dmap[n].shape() and not isinstance(dmap[n], ir.Var) for n in fwd + names):
+        return False
+    return not (blocked and (_sums_over(p.expr, "Dk") or any(_sums_over(dmap[n], "Dk") for n in fwd + names)))
+
+
+def loop_plan(side: VSide, reds: List[Passed]) -> KernelPlan:
+    """What a K-side kernel prints inside its loop over V blocks to form V reductions
+    ``reds`` itself: the V kernel's definitions for them and nothing else, each
+    reduction written (writes_passed) as that block's part, which the kernel adds up."""
+    fwd, names, reads = _collect(side.plan, side.adj_defs, [p.expr for p in reds], "looped V reductions",
+                                 allow_state=True, given=side.given)
+    used = set().union(set(), *(var_names(side.adj_defs[n]) for n in names), *(var_names(p.expr) for p in reds))
+    return KernelPlan(_extended(side.plan, side.adj_defs, names, [(p.name, p.expr) for p in reds]),
+                      fwd + names + [p.name for p in reds], [], reads,
+                      reads_passed=sorted((p for p in side.hoisted if p.name in side.given & used),
+                                          key=lambda p: p.name),
+                      writes_passed=list(reds), cites=side.cites)
 
 
 def split_k(plan: Plan, side: KSide) -> Tuple[KernelPlan, KernelPlan]:

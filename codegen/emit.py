@@ -58,13 +58,21 @@ class Stage:
     gated: List[str] = field(default_factory=list)            # lines with a gated product taking GPREC
     mixable: List[str] = field(default_factory=list)          # lines with a product of a read and a computed tile
     live: Optional[Set[str]] = None   # the tiles the printed lines read (None: every load is printed)
+    # the V reductions the kernel forms itself (Variant.loop_reductions): ``loop`` prints
+    # one V block's part of each (its writes_passed), which the skeleton adds up over the
+    # blocks; ``loop_outer`` the loop's loads without a Dv dimension, printed before it;
+    # ``loop_args``: the (kernel, host) names of the pointers the loop adds
+    loop: Optional["Stage"] = None
+    loop_outer: Optional["Stage"] = None
+    loop_args: List[tuple] = field(default_factory=list)
+    loop_init: Dict[str, str] = field(default_factory=dict)     # each looped reduction's zero accumulator
 
     @property
     def guarded(self) -> bool:
         """Whether a vector-gated intra-chunk product is printed (the runtime's _masked_
         forms): the kernel then runs in a rebalanced and a blocked pass (Launch guarded)."""
         return any("_masked_" in text for text in [ln.code for ln in self.lines]
-                   + [s.value or "" for s in self.writes_passed])
+                   + [s.value or "" for s in self.writes_passed]) or bool(self.loop and self.loop.guarded)
 
 
 def layout(shape) -> str:
@@ -343,17 +351,30 @@ class BackwardStages:
         """(kernel name, stage) of every kernel printed, in launch order."""
         return [(k, getattr(self, f)) for f, k in self.KERNELS.items() if getattr(self, f)]
 
+    def parts(self) -> List[tuple]:
+        """(kernel name, stage) of every kernel and of each V loop inside one (its lines,
+        and the loads printed before it), in launch order: what each kernel prints."""
+        return [(k, p) for k, st in self.kernels() for p in (st, st.loop, st.loop_outer) if p]
+
+    def gradient_parts(self) -> List[Stage]:
+        """The gradient kernels and the V loops inside them."""
+        return [p for st in self.gradient_kernels() for p in (st, st.loop) if p]
+
     def freed_after(self) -> Dict[str, List[str]]:
-        """Per stage, the host buffers of passed tiles (r_<name>) that no later kernel
-        reads: the host code drops them after that stage's launch, so that they do not
-        add to the peak memory of what comes after."""
+        """Per stage, the host buffers that no later kernel reads: passed tiles (r_<name>)
+        and, from the V kernel on, the chunk states h and their gradients dh; the host
+        code drops them after that stage's launch, so that they do not add to the peak
+        memory of what comes after."""
         stages = [(n, getattr(self, n)) for n in ("reverse", "reverse_pre", "reverse_scan", "grad_v", "grad_k",
                                                   "grad_c", "grad_kb") if getattr(self, n)]
-        last = {}
+        last = {"h": "grad_v", "dh": "grad_v"}
         for n, st in stages:
-            for s in st.reads_passed:
-                last[s.name] = n
-        return {n: sorted(f"r_{k}" for k, at in last.items() if at == n) for n, _ in stages}
+            for s in st.reads_passed + (st.loop.reads_passed if st.loop else []):
+                last[f"r_{s.name}"] = n
+            for _, host in st.loop_args:
+                if host in ("h", "dh"):
+                    last[host] = n
+        return {n: sorted(k for k, at in last.items() if at == n) for n, _ in stages}
 
 
 def _computing_hoisted(kp: KernelPlan) -> KernelPlan:
@@ -410,14 +431,15 @@ def backward_stages(plan: Plan, bwd) -> BackwardStages:
     loads, env = _backward_inputs()
     name = plan.variant.name
 
-    def printed(kp, where, sequential=False, **kw):
-        st = _stage(kp, f"{name} {where}", extra_loads=loads, extra_env=env, **kw)
+    def printed(kp, where, sequential=False, given_env=None, **kw):
+        kenv = dict(env, **(given_env or {}))
+        st = _stage(kp, f"{name} {where}", extra_loads=loads, extra_env=kenv, **kw)
         if sequential or not plan.hoisted & set(kp.reads):
             return st
         # a parallel kernel reads a scan's gated operand only where that moves fewer
         # bytes than computing it from what the kernel reads anyway (the sequential scans
         # always read it: taking the work off their loop is why it is written)
-        alt = _stage(_computing_hoisted(kp), f"{name} {where}", extra_loads=loads, extra_env=env, **kw)
+        alt = _stage(_computing_hoisted(kp), f"{name} {where}", extra_loads=loads, extra_env=kenv, **kw)
         return alt if _bytes_per_row(alt, plan) <= _bytes_per_row(st, plan) else st
     pre, scan = backward.hoist_reverse(plan, bwd)
     if not pre.writes_passed:
@@ -426,7 +448,14 @@ def backward_stages(plan: Plan, bwd) -> BackwardStages:
     # those the V kernel then reads (backward.scan_tiles)
     carried = backward.scan_tiles(scan)
     split = backward.split_gradients(plan, bwd, pre.writes_passed + carried)
-    read = {p.name for p in split.v.reads_passed}
+    ck, kb = backward.split_k(plan, split.k_side)
+    k_side = [("grad_c", ck), ("grad_kb", kb)] if ck.writes_passed else [("grad_k", split.k)]
+    loops = _looped(plan, split, k_side)
+    # the V reductions the K side forms itself are not written by the V kernel
+    gone = {p.name for lp in loops.values() for p in lp["reds"]}
+    if gone:
+        split = backward.split_gradients(plan, bwd, pre.writes_passed + carried, looped=gone)
+    read = {p.name for p in split.v.reads_passed} | {p.name for lp in loops.values() for p in lp["plan"].reads_passed}
     scan = dataclasses.replace(scan, writes_passed=[p for p in carried if p.name in read])
     reverse = reverse_pre = reverse_scan = None
     if pre.writes_passed:
@@ -435,12 +464,70 @@ def backward_stages(plan: Plan, bwd) -> BackwardStages:
     else:
         reverse = printed(scan, "reverse scan kernel", sequential=True, roots=["b_dS_prev"])
     grad_v = printed(split.v, "gradient V kernel", state_in_memory=True, gradient=True)
-    _write_over(scan, reverse_scan or reverse, [grad_v])
-    ck, kb = backward.split_k(plan, split.k_side)
-    grad_k = grad_c = grad_kb = None
-    if ck.writes_passed:
-        grad_c, grad_kb = (printed(ck, "gradient C kernel", gradient=True),
-                           printed(kb, "gradient KB kernel", gradient=True))
-    else:
-        grad_k = printed(split.k, "gradient K kernel", gradient=True)
-    return BackwardStages(reverse, reverse_pre, reverse_scan, grad_v, grad_k, grad_c, grad_kb)
+    k_stages = {}
+    for f, kp in k_side:
+        where = {"grad_c": "gradient C kernel", "grad_kb": "gradient KB kernel", "grad_k": "gradient K kernel"}[f]
+        lp = loops.get(f)
+        if not lp:
+            k_stages[f] = printed(kp, where, gradient=True)
+            continue
+        names = {p.name for p in lp["reds"]}
+        main = dataclasses.replace(kp, reads_passed=[p for p in kp.reads_passed if p.name not in names])
+        st = printed(main, where, gradient=True,
+                     given_env={p.name: Val(f"b_{p.name}", p.expr.shape()) for p in lp["reds"]})
+        _attach_loop(st, _stage(lp["plan"], f"{name} {where}'s V loop", state_in_memory=True, extra_loads=loads,
+                                extra_env=env, gradient=True), dict(lp["plan"].plan.defs), lp["reds"])
+        k_stages[f] = st
+    later = [k_stages[f] for f in k_stages if k_stages[f].loop]
+    _write_over(scan, reverse_scan or reverse, [grad_v] + [s.loop for s in later])
+    return BackwardStages(reverse, reverse_pre, reverse_scan, grad_v, k_stages.get("grad_k"),
+                          k_stages.get("grad_c"), k_stages.get("grad_kb"))
+
+
+def _looped(plan: Plan, split, k_side) -> Dict[str, dict]:
+    """Per K-side kernel, the V reductions it forms itself in a loop over V blocks
+    (Variant.loop_reductions) and the plan of that loop: those the size of a tile (C x Dk,
+    C x C) that every kernel reading them can form (backward.loopable).  A column or a
+    scalar per chunk costs next to nothing to pass; one that some reader must read from
+    memory is written by the V kernel anyway."""
+    if not plan.variant.loop_reductions:
+        return {}
+    ok: Dict[str, bool] = {}
+    for f, kp in k_side:
+        for p in kp.reads_passed:
+            if p.layout == backward.VSUM:
+                # the KB kernel holds one K block: a reduction summing over Dk is not formed there
+                ok[p.name] = ok.get(p.name, True) and p.expr.shape() in (("C", "Dk"), ("C", "C")) \
+                    and backward.loopable(split.v_side, p, blocked=f == "grad_kb")
+    out = {}
+    for f, kp in k_side:
+        reds = [p for p in kp.reads_passed if ok.get(p.name)]
+        if reds:
+            out[f] = dict(reds=reds, plan=backward.loop_plan(split.v_side, reds))
+    return out
+
+
+_ACC_DIMS = {"C": "BT", "Dk": "BK", "Dv": "BV", "1": "1"}
+
+
+def _attach_loop(st: Stage, loop: Stage, dmap, reds: List[Passed]) -> None:
+    """Give ``st`` the V loop ``loop``: its Dv-wide loads inside the loop, the others
+    before it (loop_outer), and the pointers it adds to the kernel's."""
+    inner = lambda ld: ld.kind == "v"     # noqa: E731
+    wide = [r for r in loop.reads if layout(dmap[r].shape()) == "v"]
+    outer = dataclasses.replace(loop, loads=[ld for ld in loop.loads if not inner(ld)],
+                                reads=[r for r in loop.reads if r not in wide], lines=[])
+    loop.loads, loop.reads = [ld for ld in loop.loads if inner(ld)], wide
+    st.loop, st.loop_outer = loop, outer
+    have = {ld.arg for ld in st.loads}
+    args = []
+    for ld in outer.loads + loop.loads:
+        if ld.arg not in have:
+            have.add(ld.arg)
+            args.append((ld.arg, ld.arg))
+    args += [(f"in_{r}", r) for r in outer.reads + loop.reads if r not in st.reads]
+    args += [(f"r_{s.name}", f"r_{s.name}") for s in loop.reads_passed]
+    args += [(n, n) for n, t in (("h", "b_s"), ("dh", "b_ds")) if t in (loop.live or ())]
+    st.loop_args = args
+    st.loop_init = {p.name: f"tl.zeros([{', '.join(_ACC_DIMS[d] for d in p.expr.shape())}], dtype=tl.float32)"
+                    for p in reds}

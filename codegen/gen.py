@@ -57,7 +57,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     bw = None
     if v.backward:   # the backward claims are checked once, for every stage
         bw = emit.backward_stages(plan, backward_claims(v, plan.deriv, check=check))
-        printed = {ln.target for st in bw.gradient_kernels() for ln in st.lines}
+        printed = {ln.target for st in bw.gradient_parts() for ln in st.lines}
         for field_name in ("precise_lines", "mixed_lines"):
             unknown = [n for n in getattr(v, field_name) or () if f"b_{n}" not in printed]
             if unknown:
@@ -76,7 +76,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         raise CodegenError(f"variant {v.name}: a state scan prints a vector-gated intra-chunk product "
                            f"(the runtime's _masked_ forms); only the per-chunk kernels may")
     parallel = [intra, wide, out] + ([bw.reverse_pre] + bw.gradient_kernels() if bw else [])
-    bw_kernels = bw.kernels() if bw else []
+    bw_kernels = bw.parts() if bw else []
     # the scan's gated operands no backward kernel reads are not kept for the backward
     bw_reads = set().union(*(st.reads for _, st in bw_kernels))
     writes = (intra.writes if intra else []) + (wide.writes if wide else [])
@@ -95,7 +95,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     ctx = dict(
         v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, wide=wide, state_stage=state, out_stage=out, bw=bw,
         scan_only=scan_only, wide_only=wide_only, stored_types=stored_types, kept_tiles=kept_tiles,
-        narrowed_names={s.name: s.layout for _, st in bw_kernels for s in st.writes_passed
+        narrowed_names={s.name: s.layout for _, st in (bw.kernels() if bw else []) for s in st.writes_passed
                         if (s.over or s.name) in v.narrowed},
         # a forward that keeps nothing frees a kept tile after the last forward kernel reading it
         kept_unread=[w for w in kept_tiles if w not in fwd_reads],
@@ -131,7 +131,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
 
 def _stored_types(plan, stages) -> Dict[str, str]:
     """The scan's gated operands (Plan.hoisted), and the chunks' delta S (dh, written by
-    the reverse scan from its fp32 register and read by the gradient V kernel alone),
+    the reverse scan from its fp32 register and read by the gradient kernels alone),
     every reader of which only multiplies it, rounded to a product type first: name ->
     the readers' (kernel, type constexpr) list as printed, for Launches.stored_type.  A
     tile read any other way is left out (stored in fp32)."""
@@ -140,7 +140,8 @@ def _stored_types(plan, stages) -> Dict[str, str]:
         r = _product_readers(f"b_{h}", [(k, st) for k, st in stages if h in st.reads])
         if r:
             out[h] = r
-    r = _product_readers("b_ds", [(k, st) for k, st in stages if k == "_dgradv_kernel"])
+    # the gradient kernels read it (the V kernel, and a K-side kernel's V loop)
+    r = _product_readers("b_ds", [(k, st) for k, st in stages if k.startswith("_dgrad")])
     if r:
         out["dh"] = r
     return out
@@ -186,7 +187,7 @@ def candidate_lines(v: Variant, plan) -> Tuple[List[str], List[str], List[str]]:
     if not v.backward:
         return [], [], []
     bw = emit.backward_stages(plan, backward_claims(v, plan.deriv, check=False))
-    kernels = bw.gradient_kernels()
+    kernels = bw.gradient_parts()
     passed = [s.name for _, st in bw.kernels() for s in st.writes_passed if not s.over]
     return sorted({n for st in kernels for n in st.gated}), sorted({n for st in kernels for n in st.mixable}), \
         list(dict.fromkeys(passed))

@@ -44,11 +44,11 @@ RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 
 FP32_TILES = ["Gamma", "gamma_log"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
-STORED_TYPES = {"dh": [('_dgradv_kernel', 'DT2'), ('_dgradv_kernel', 'DT3')]}
+STORED_TYPES = {"dh": [('_dgradk_kernel', 'DT3'), ('_dgradv_kernel', 'DT2')]}
 # tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
 # reduction, layout "vsum", only where one V block covers V), with the tiles written over
 # them: name -> layout
-NARROWED = {"vr1": "vsum"}
+NARROWED = {}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -287,10 +287,11 @@ def _dstate_kernel(q, do, in_Gamma, dh, dht, dh0, scale, T,
 # kernel, V-blocked, computes the gradients with a V dimension, given S_[t-1]^C (the
 # forward's h) and delta S_[t]^C (the reverse scan's dh), and writes each V reduction
 # the others read (a product or diagonal that sums over V, as printed in the claims) per
-# V block; the kernels after it read them summed over the blocks and never touch a tile
-# with a V dimension, so no kernel holds every tile at once
+# V block; the kernels after it read them summed over the blocks, or form a tile-sized
+# one themselves in a loop over the V blocks (Variant.loop_reductions), and hold no
+# whole tile with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, h, dh, d_v, scale, T, NCH,
+def _dgradv_kernel(q, k, do, in_Gamma, h, dh, d_v, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -331,8 +332,6 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, h, dh, d_v, scale
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
-    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
-            & (o_v < V)[None, :], other=0.)
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) + tl.minimum(o_t, n_r - 1) * H, mask=o_t >= 0,
@@ -347,18 +346,6 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, h, dh, d_v, scale
     # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}\right)\right)^{-1} \mathbf{K} [program retention_chunk, under
     #   claims retention.O, retention.S] (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
-    # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim retention.dQl, retention.py §chunk backward]
-    b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
-            b_vr0.to(w_vr0.dtype.element_ty))
-    # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim retention.dQl, retention.py §chunk backward]
-    b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
-            b_vr1.to(w_vr1.dtype.element_ty))
-    # vr2 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim retention.dKr, retention.py §chunk backward]
-    b_vr2 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
-            b_vr2.to(w_vr2.dtype.element_ty))
     # g_v = \gamma^C \overrightarrow{\mathbf{K}} \delta \mathbf{S}_{[t]}^\top + \tau \left(\overrightarrow{\mathbf{K}}
     #   \overleftarrow{\mathbf{Q}}^\top \odot \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]} [claim retention.dV,
     #   retention.py §input gradients]
@@ -373,12 +360,12 @@ def _dgradv_kernel(q, k, v, do, in_Gamma, w_vr0, w_vr1, w_vr2, h, dh, d_v, scale
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, d_q, d_k, scale, T, NCH,
+def _dgradk_kernel(q, k, in_Gamma, v, do, h, dh, d_q, d_k, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                           NV: tl.constexpr, BKF: tl.constexpr):
+                           NV: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
     # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -406,15 +393,33 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr0, r_vr1, r_vr2, d_q, d_k, scale, T, NCH,
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
-    for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
-    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
-    for i_r in tl.static_range(1, NV):
-        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
-    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
-    for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr0_sum = tl.zeros([BT, BK], dtype=tl.float32)
+    b_vr1_sum = tl.zeros([BT, BT], dtype=tl.float32)
+    b_vr2_sum = tl.zeros([BT, BK], dtype=tl.float32)
+
+    for i_v in range(0, tl.cdiv(V, BV)):
+        o_v = i_v * BV + tl.arange(0, BV)
+        m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
+        p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
+        b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
+        b_ds = tl.load(dh + p_hs, mask=m_s, other=0.).to(tl.float32)
+        b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
+                & (o_v < V)[None, :], other=0.)
+        b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
+                mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+        # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim retention.dQl, retention.py §chunk backward]
+        b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
+        # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim retention.dQl, retention.py §chunk backward]
+        b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
+        # vr2 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim retention.dKr, retention.py §chunk backward]
+        b_vr2 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
+        b_vr0_sum += b_vr0
+        b_vr1_sum += b_vr1
+        b_vr2_sum += b_vr2
+    b_vr0 = b_vr0_sum
+    b_vr1 = b_vr1_sum
+    b_vr2 = b_vr2_sum
+    
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -511,7 +516,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         Launch("_dstate_kernel", dict(dims, **rtypes), *scan, ("BV",), tune),
         Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
                False),
-        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune, False),
+        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, (), tune, False),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits, til.dh_store)
 
@@ -615,7 +620,7 @@ def _backward(q, k, v, do, dht, scale, initial_state=None, chunk_size=None, kept
         Gamma = kept["Gamma"]
     # the V kernel, its only reader, rounds it to its product type: it is stored in that type
     dh = torch.empty(B, NT, H, K, V,
-            dtype=spec.dh_type(q.dtype, [('_dgradv_kernel', 'DT2'), ('_dgradv_kernel', 'DT3')]), device=q.device)
+            dtype=spec.dh_type(q.dtype, [('_dgradk_kernel', 'DT3'), ('_dgradv_kernel', 'DT2')]), device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, do, Gamma, dh,
             dht if dht is not None else dh0, dh0, scale, T,
@@ -623,25 +628,18 @@ def _backward(q, k, v, do, dht, scale, initial_state=None, chunk_size=None, kept
                                                        **spec["_dstate_kernel"].kwargs)
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
-    r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
-    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
-    r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
-    r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
-
+    
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, do, Gamma, r_vr0, r_vr1, r_vr2, h, dh, d_v,
-            scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, do, Gamma, h, dh, d_v, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
-    # the chunk states and their gradients are read by the V kernel only: dropped before
-    # the K side's buffers are allocated (peak memory)
-    del h, dh
+
     # per value head, in fp32, then summed over each query/key head's group
     d_q = empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
     # per value head, in fp32, then summed over each query/key head's group
     d_k = empty(B, T, H, K, dtype=torch.float32 if H != HQ else k.dtype, device=q.device)
 
-    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, Gamma, r_vr0, r_vr1, r_vr2, d_q, d_k, scale, T, NCH,
+    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, Gamma, v, do, h, dh, d_q, d_k, scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradk_kernel"].kwargs)
     if H != HQ:
         d_q = d_q.view(B, T, HQ, H // HQ, K).sum(3).to(q.dtype)

@@ -314,10 +314,11 @@ def _dstate_kernel(q, w, do, in_Gc, dh, dht, dh0, scale, T,
 # kernel, V-blocked, computes the gradients with a V dimension, given S_[t-1]^C (the
 # forward's h) and delta S_[t]^C (the reverse scan's dh), and writes each V reduction
 # the others read (a product or diagonal that sums over V, as printed in the claims) per
-# V block; the kernels after it read them summed over the blocks and never touch a tile
-# with a V dimension, so no kernel holds every tile at once
+# V block; the kernels after it read them summed over the blocks, or form a tile-sized
+# one themselves in a loop over the V blocks (Variant.loop_reductions), and hold no
+# whole tile with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(k, v, do, in_Gc, in_Aqk, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
+def _dgradv_kernel(k, v, do, in_Gc, in_Aqk, w_vr2, w_vr4, h, dh, d_v, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -372,23 +373,11 @@ def _dgradv_kernel(k, v, do, in_Gc, in_Aqk, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h
     # Kr = \mathbf{K} \odot \exp\left(-\mathbf{G}^c\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     #   (its gate factor, in log space)
     b_Kr_f = (-b_Gc)
-    # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim rwkv6.dQl, rwkv6.py §chunk backward]
-    b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
-            b_vr0.to(w_vr0.dtype.element_ty))
-    # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim rwkv6.dA, rwkv6.py §chunk backward]
-    b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
-            b_vr1.to(w_vr1.dtype.element_ty))
     # vr2 = \left(\delta \mathbf{O}_{[t]} \odot \mathbf{V}\right) \mathbf{1} [claim rwkv6.dBu, rwkv6.py §chunk
     #   backward]
     b_vr2 = tl.sum((b_dO.to(tl.float32) * b_V) * tl.trans(tl.full((BV, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
     tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]),
             b_vr2.to(w_vr2.dtype.element_ty))
-    # vr3 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim rwkv6.dKr, rwkv6.py §chunk backward]
-    b_vr3 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
-            b_vr3.to(w_vr3.dtype.element_ty))
     # vr4 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}\right) [claim rwkv6.dw_qk_prev,
     #   rwkv6.py §input gradients]
     b_vr4 = tl.trans(tl.sum(b_s * b_ds, axis=0, keep_dims=True))
@@ -404,12 +393,12 @@ def _dgradv_kernel(k, v, do, in_Gc, in_Aqk, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradk_kernel(q, k, w, u, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_w, d_u, rng, scale, T, NCH,
+def _dgradk_kernel(q, k, w, u, in_Gc, r_vr2, r_vr4, v, do, h, dh, d_q, d_k, d_w, d_u, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                           NV: tl.constexpr, BKF: tl.constexpr, BLOCKED: tl.constexpr):
+                           NV: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr, BLOCKED: tl.constexpr):
     # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -441,18 +430,35 @@ def _dgradk_kernel(q, k, w, u, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_
             return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
-    for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
-    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
-    for i_r in tl.static_range(1, NV):
-        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr0_sum = tl.zeros([BT, BK], dtype=tl.float32)
+    b_vr1_sum = tl.zeros([BT, BT], dtype=tl.float32)
+    b_vr3_sum = tl.zeros([BT, BK], dtype=tl.float32)
+
+    for i_v in range(0, tl.cdiv(V, BV)):
+        o_v = i_v * BV + tl.arange(0, BV)
+        m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
+        p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
+        b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
+        b_ds = tl.load(dh + p_hs, mask=m_s, other=0.).to(tl.float32)
+        b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
+                & (o_v < V)[None, :], other=0.)
+        b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
+                mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+        # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim rwkv6.dQl, rwkv6.py §chunk backward]
+        b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
+        # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim rwkv6.dA, rwkv6.py §chunk backward]
+        b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
+        # vr3 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim rwkv6.dKr, rwkv6.py §chunk backward]
+        b_vr3 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
+        b_vr0_sum += b_vr0
+        b_vr1_sum += b_vr1
+        b_vr3_sum += b_vr3
+    b_vr0 = b_vr0_sum
+    b_vr1 = b_vr1_sum
+    b_vr3 = b_vr3_sum
     b_vr2 = tl.load(r_vr2 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
         b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
-    b_vr3 = tl.load(r_vr3 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
-    for i_r in tl.static_range(1, NV):
-        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     b_vr4 = tl.load(r_vr4 + p_c * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
         b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :])).to(tl.float32)
@@ -580,7 +586,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         Launch("_dstate_kernel", dict(dims, **rtypes), *scan, ("BV",), tune),
         Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
                False),
-        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune, True),
+        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, (), tune, True),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits, til.dh_store)
 
@@ -707,21 +713,16 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
                                                        **spec["_dstate_kernel"].kwargs)
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
-    r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
-    r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     r_vr2 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32, device=q.device)
-    r_vr3 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr4 = torch.empty(NV, B * NT * H, BKF * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](k, v, do, Gc, Aqk, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, h,
-            dh, d_v, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](k, v, do, Gc, Aqk, r_vr2, r_vr4, h, dh, d_v, scale, T,
+            NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
-    # the chunk states and their gradients are read by the V kernel only: dropped before
-    # the K side's buffers are allocated (peak memory)
-    del h, dh
+
     # per value head, in fp32, then summed over each query/key head's group
     d_q = empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
     # per value head, in fp32, then summed over each query/key head's group
@@ -729,8 +730,8 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
     d_w = empty_like(w)
     d_u = torch.empty(NCH, K, dtype=torch.float32, device=q.device)   # chunk t's part of the gradient
 
-    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, w, u, Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k,
-            d_w, d_u, rng, scale, T, NCH,
+    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, w, u, Gc, r_vr2, r_vr4, v, do, h, dh, d_q, d_k, d_w,
+            d_u, rng, scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradk_kernel"].kwargs)
     d_u = d_u.view(B, NT, H, K).sum((0, 1)).to(u.dtype)   # summed over batch and chunks
     if H != HQ:

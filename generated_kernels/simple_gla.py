@@ -50,7 +50,7 @@ STORED_TYPES = {}
 # tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
 # reduction, layout "vsum", only where one V block covers V), with the tiles written over
 # them: name -> layout
-NARROWED = {"vr0": "vsum", "vr3": "vsum"}
+NARROWED = {"vr3": "vsum"}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -282,10 +282,11 @@ def _dstate_kernel(q, do, in_Gc, dh, dht, dh0, scale, T,
 # kernel, V-blocked, computes the gradients with a V dimension, given S_[t-1]^C (the
 # forward's h) and delta S_[t]^C (the reverse scan's dh), and writes each V reduction
 # the others read (a product or diagonal that sums over V, as printed in the claims) per
-# V block; the kernels after it read them summed over the blocks and never touch a tile
-# with a V dimension, so no kernel holds every tile at once
+# V block; the kernels after it read them summed over the blocks, or form a tile-sized
+# one themselves in a loop over the V blocks (Variant.loop_reductions), and hold no
+# whole tile with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, do, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
+def _dgradv_kernel(q, k, v, do, in_Gc, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -341,18 +342,6 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh,
     # Kr = \text{Diag}\left(\exp\left(-\boldsymbol{g}^c\right)\right) \mathbf{K} [program simple_gla_chunk, under claims
     #   simple_gla.O, simple_gla.S] (its gate factor, in log space)
     b_Kr_f = (-b_Gc)
-    # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim simple_gla.dQl, simple_gla.py §chunk backward]
-    b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
-            b_vr0.to(w_vr0.dtype.element_ty))
-    # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim simple_gla.dQl, simple_gla.py §chunk backward]
-    b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
-    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
-            b_vr1.to(w_vr1.dtype.element_ty))
-    # vr2 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim simple_gla.dKr, simple_gla.py §chunk backward]
-    b_vr2 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
-    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
-            b_vr2.to(w_vr2.dtype.element_ty))
     # vr3 = \langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]} \rangle [claim simple_gla.dg_qk_prev, simple_gla.py
     #   §input gradients]
     b_vr3 = tl.sum(tl.sum(b_s * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True)
@@ -378,12 +367,12 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, h, dh,
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradk_kernel(q, k, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g, scale, T, NCH,
+def _dgradk_kernel(q, k, in_Gc, r_vr3, r_vr4, v, do, h, dh, d_q, d_k, d_g, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                           NV: tl.constexpr, BKF: tl.constexpr):
+                           NV: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr):
     # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -411,15 +400,32 @@ def _dgradk_kernel(q, k, in_Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g
     m_mid = (o_t == n_r // 2)[:, None]
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
-    for i_r in tl.static_range(1, NV):
-        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
-    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
-    for i_r in tl.static_range(1, NV):
-        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
-    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
-    for i_r in tl.static_range(1, NV):
-        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr0_sum = tl.zeros([BT, BK], dtype=tl.float32)
+    b_vr1_sum = tl.zeros([BT, BT], dtype=tl.float32)
+    b_vr2_sum = tl.zeros([BT, BK], dtype=tl.float32)
+
+    for i_v in range(0, tl.cdiv(V, BV)):
+        o_v = i_v * BV + tl.arange(0, BV)
+        m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
+        p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
+        b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
+        b_ds = tl.load(dh + p_hs, mask=m_s, other=0.).to(tl.float32)
+        b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
+                & (o_v < V)[None, :], other=0.)
+        b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
+                mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
+        # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C}   [claim simple_gla.dQl, simple_gla.py §chunk backward]
+        b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
+        # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim simple_gla.dQl, simple_gla.py §chunk backward]
+        b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
+        # vr2 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim simple_gla.dKr, simple_gla.py §chunk backward]
+        b_vr2 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
+        b_vr0_sum += b_vr0
+        b_vr1_sum += b_vr1
+        b_vr2_sum += b_vr2
+    b_vr0 = b_vr0_sum
+    b_vr1 = b_vr1_sum
+    b_vr2 = b_vr2_sum
     b_vr3 = tl.load(r_vr3 + p_c * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
         b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :])).to(tl.float32)
@@ -522,7 +528,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         Launch("_dstate_kernel", dict(dims, **rtypes), *scan, ("BV",), tune),
         Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
                False),
-        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune, False),
+        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, (), tune, False),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits, til.dh_store)
 
@@ -630,29 +636,22 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
-    r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
-    r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
-    r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
-    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr3 = torch.empty(NV, B * NT * H, 1 * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     r_vr4 = torch.empty(NV, B * NT * H, 1 * 1, dtype=torch.float32, device=q.device)
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, do, Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, h,
-            dh, d_v, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, do, Gc, r_vr3, r_vr4, h, dh, d_v, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
-    # the chunk states and their gradients are read by the V kernel only: dropped before
-    # the K side's buffers are allocated (peak memory)
-    del h, dh
+
     # per value head, in fp32, then summed over each query/key head's group
     d_q = empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
     # per value head, in fp32, then summed over each query/key head's group
     d_k = empty(B, T, H, K, dtype=torch.float32 if H != HQ else k.dtype, device=q.device)
     d_g = empty_like(g)
 
-    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, Gc, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, d_q, d_k, d_g,
-            scale, T, NCH,
+    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, Gc, r_vr3, r_vr4, v, do, h, dh, d_q, d_k, d_g, scale,
+            T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradk_kernel"].kwargs)
     if H != HQ:
         d_q = d_q.view(B, T, HQ, H // HQ, K).sum(3).to(q.dtype)

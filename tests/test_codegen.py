@@ -257,13 +257,13 @@ def test_a_precise_line_takes_gprec_in_every_product_with_a_computed_tile():
     # RWKV-6's dw needs its V kernel's V dS (vr3) and S products near fp32 (the CPU's
     # emulation of the H200: dw 5.3e-3 in tf32, 1.7e-3 with both exact; docs/measurements.md):
     # a precise line's plain products take fp32 operands and GPREC like its gated ones
-    def line(stages, name):
-        return next(ln.code for ln in stages.grad_v.lines if ln.target == f"b_{name}")
+    def line(stages, name):     # in the V kernel or a K-side kernel's V loop (Variant.loop_reductions)
+        return next(ln.code for st in stages.gradient_parts() for ln in st.lines if ln.target == f"b_{name}")
     plain, precise = _stages_with("rwkv6", ()), _stages_with("rwkv6", ("vr3",))
     assert "input_precision=GPREC" not in line(plain, "vr3")
     assert "input_precision=GPREC" in line(precise, "vr3") and ".to(DT2).to(CT2)" in line(precise, "vr3")
     assert line(plain, "vr1") == line(precise, "vr1")          # two tiles read from memory: untouched
-    assert "vr3" in _stages_with("rwkv6", None).grad_v.gated      # a candidate of the planner's survey
+    assert any("vr3" in st.gated for st in _stages_with("rwkv6", None).gradient_parts())     # a planner's candidate
 
 
 def test_precise_lines_naming_no_gradient_line_is_refused():
@@ -306,6 +306,28 @@ def test_vred_rowsums_keep_the_c_kernel_off_the_wide_v_reductions():
     off = c_reads(dataclasses.replace(v, vred_rowsums=False))
     assert on.count(("C", "Dk")) == 1 and off.count(("C", "Dk")) == 3, (on, off)
     assert on.count(("C", "1")) == off.count(("C", "1")) + 2     # the V kernel writes the two sums as columns
+
+
+def test_loop_reductions_take_the_tile_sized_v_reductions_off_the_v_kernel():
+    # with Variant.loop_reductions the K side forms delta O S_[t-1] (C x Dk) and its like
+    # in a loop over V blocks: the V kernel no longer writes them, the kernel reading them
+    # reads the states instead; a column per chunk stays passed
+    v = BY_NAME["gated_delta_rule"]
+    p, bwd = planned(v.name)
+
+    def stages(loop):
+        return emit.backward_stages(dataclasses.replace(p, variant=dataclasses.replace(v, loop_reductions=loop)),
+                                    bwd)
+    on, off = stages(True), stages(False)
+    written = lambda bw: {s.name: s for s in bw.grad_v.writes_passed}     # noqa: E731
+    looped = {s.name for st in (on.grad_c, on.grad_kb) if st.loop for s in st.loop.writes_passed}
+    assert looped and not looped & set(written(on)) and looped <= set(written(off))
+    assert all(written(off)[n].size in ("BT * BKF", "BT * BT") for n in looped)
+    assert any(s.size == "BT * 1" for s in on.grad_v.writes_passed)
+    assert "b_vr0" in on.grad_kb.loop.live and ("h", "h") in on.grad_kb.loop_args
+    assert not off.grad_kb.loop and not off.grad_kb.loop_args
+    # the host drops each state after the last kernel that reads it
+    assert "h" in on.freed_after()["grad_kb"] and "h" in off.freed_after()["grad_v"]
 
 
 @pytest.mark.parametrize("name", ALL)
