@@ -999,13 +999,15 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     vtypes = kernel_types(dtype, device, til.gradv_dots, til.grad_gated)
     gtypes = kernel_types(dtype, device, til.grad_dots, til.grad_gated)
     grad = (til.grad_warps, til.grad_stages)
+    # a K-side kernel with a V loop (Variant.loop_reductions) has its loop's V block tuned
     kernels += [
         Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune, False),
         Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan, (), tune, restore=("r_hr0",)),
         Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
                True),
-        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, (), tune, True),
-        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, (), tune,
+        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, ("BV",), tune, True),
+        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, ("BV",),
+                tune,
                    True),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits, til.dh_store)
