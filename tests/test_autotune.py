@@ -8,7 +8,9 @@ import triton
 from chunkproof.fuzz import cases
 from chunkproof.fuzz.reference import rel_rms
 
-TUNED_BV = ("_state_kernel", "_out_kernel", "_dstate_kernel")
+# the scans' and output kernel's V block, and that of a gradient kernel's V loop
+# (Variant.loop_reductions: Gated DeltaNet's C and KB kernels)
+TUNED_BV = ("_state_kernel", "_out_kernel", "_dstate_kernel", "_dgradc_kernel", "_dgradkb_kernel")
 
 
 def _runtime():
@@ -66,6 +68,38 @@ def test_every_configuration_autotune_may_pick_computes_the_same(name):
         want = fwd_bwd_state(fn, x, h0, do, dht)
     with m.tiling_override(fp32_BV=32):
         got = fwd_bwd_state(fn, x, h0, do, dht)
+    for a, b in zip(want[:2], got[:2]):
+        assert rel_rms(b, a) < 1e-6
+    for n in want[2]:
+        assert rel_rms(got[2][n], want[2][n]) < 1e-6, n
+
+
+@pytest.mark.parametrize("name", ["gla", "gated_delta_rule"])
+def test_a_v_loop_at_half_the_v_block_computes_the_same(name, monkeypatch):
+    # autotune may halve the V block of a gradient kernel's V loop apart from the V
+    # kernel's (the passed V reductions' NV stays the V kernel's): under the interpreter
+    import dataclasses
+    from chunkproof.bench.calls import fwd_bwd_state
+    from chunkproof.bench.inputs import fuzz_case
+    m = cases.module(name)
+    x, h0, do, dht = fuzz_case(name, 1, 70, 2, 32, 64, seed=4, dtype=torch.float32)
+    fn = cases.kernel(name)
+    want = fwd_bwd_state(fn, x, h0, do, dht)
+    stated = m.launch_specs
+    halved_any = []
+
+    def halved(*args, **kwargs):
+        spec = stated(*args, **kwargs)
+        kernels = {}
+        for kname, launch in spec.kernels.items():
+            if kname.startswith("_dgrad") and "BV" in launch.tuned:
+                launch = dataclasses.replace(launch, constexprs=dict(launch.constexprs, BV=launch.constexprs["BV"] // 2))
+                halved_any.append(kname)
+            kernels[kname] = launch
+        return dataclasses.replace(spec, kernels=kernels)
+    monkeypatch.setattr(m, "launch_specs", halved)
+    got = fwd_bwd_state(fn, x, h0, do, dht)
+    assert halved_any
     for a, b in zip(want[:2], got[:2]):
         assert rel_rms(b, a) < 1e-6
     for n in want[2]:
