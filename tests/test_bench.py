@@ -77,6 +77,31 @@ def test_the_gate_refuses_a_perturbed_output_and_times_nothing(capsys, tmp_path,
     assert "FAIL" in out
 
 
+@interpreter
+def test_a_lost_cuda_context_ends_the_run_with_notes_not_a_traceback(capsys, tmp_path, monkeypatch):
+    # an illegal memory access ends the process's CUDA context: every later CUDA call
+    # raises it again (torch.cuda.empty_cache included), so the bench notes it, runs
+    # nothing more in that process, and still writes every row
+    from chunkproof.bench import runner
+
+    class AcceleratorError(RuntimeError):
+        pass
+
+    def lose(side, mode, outs, grads):
+        raise AcceleratorError("CUDA error: an illegal memory access was encountered")
+    monkeypatch.setattr(runner, "PERTURB", lose)
+    path = tmp_path / "r.json"
+    code, _, err = bench(capsys, "--variant", "gla,retention", "--no-fla", "-o", str(path))
+    assert code == 1 and "Traceback" not in err
+    doc = json.loads(path.read_text())
+    assert [(r["variant"], r["mode"]) for r in doc["rows"]] == [("gla", "fwd"), ("gla", "fwd+bwd"),
+                                                                ("retention", "fwd"), ("retention", "fwd+bwd")]
+    assert all(r["ours_ms"] is None and r["sdpa_ms"] is None for r in doc["rows"])
+    first, *rest = [d["notes"] for d in doc["details"]]
+    assert "illegal memory access" in first[0] and "an earlier call ended this process's CUDA context" in first[1]
+    assert all("an earlier call ended this process's CUDA context" in n[0] for n in rest)
+
+
 FAKE_FLA = {
     "fla/__init__.py": "",
     "fla/ops/__init__.py": "",

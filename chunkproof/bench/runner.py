@@ -54,10 +54,16 @@ def first_line(e):
     return (s[0] if s else type(e).__name__)[:240]
 
 
-def _free():
+def _free(cuda=True):
     gc.collect()
-    if torch.cuda.is_available():
+    if cuda and torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def _context_lost(e):
+    """Whether ``e`` is a CUDA error that ends the process's CUDA context (an illegal
+    memory access, a device-side assert): every later CUDA call raises it again."""
+    return type(e).__name__ == "AcceleratorError" or "CUDA error" in str(e)
 
 
 class Bench:
@@ -71,6 +77,7 @@ class Bench:
         self.rows, self.details = [], []
         self.sdpa_cache = {}
         self.n_rows = len(opts.shapes) * len(opts.variants) * len(opts.modes)
+        self.lost = None     # the CUDA error that ended this process's CUDA context, once one did
 
     # -- what every row shares
     def environment(self):
@@ -114,13 +121,22 @@ class Bench:
         for shape in self.o.shapes:
             for variant in self.o.variants:
                 self.unit(variant, shape)
-                _free()
+                _free(not self.lost)
         return self.rows, self.details
+
+    def lost_note(self, name):
+        return (f"{name}: not run: an earlier call ended this process's CUDA context ({self.lost}); "
+                f"run the rest in a new process")
 
     def unit(self, variant, shape):
         B, T, H, D = shape
         scale = D ** -0.5
         recs = [self.new_record(variant, mode, shape) for mode in self.o.modes]
+        if self.lost:
+            for row, det in recs:
+                det["notes"].append(self.lost_note("ours, fla and sdpa"))
+                self.emit(row, det)
+            return
         try:
             x = inputs.bench_inputs(variant, B, T, H, D, self.torch_dtype, torch.float32, self.device, self.o.seed)
             h0, do, dht = inputs.cotangents(B, T, H, D, D, self.torch_dtype, self.device, seed=self.o.seed + 1)
@@ -141,7 +157,9 @@ class Bench:
             det["gate_steps"] = t
             for name, make in makers:
                 self.side(name, make, mode, row, det, x, xp, h0, do, dop, dht, scale, ref)
-            if self.o.sdpa:
+            if self.o.sdpa and self.lost:
+                det["notes"].append(self.lost_note("sdpa"))
+            elif self.o.sdpa:
                 row["sdpa_ms"] = self.sdpa(shape, mode, x, do, det)
             self.emit(row, det)
 
@@ -165,6 +183,9 @@ class Bench:
         """One side's first call, gate, time and memory; row['<name>_*'] filled in as far as
         it got, the reason it stopped in det['notes']."""
         phase, s = "load", None
+        if self.lost:
+            det["notes"].append(self.lost_note(name))
+            return
         try:
             s = make()
             if self.over_budget():
@@ -214,10 +235,12 @@ class Bench:
         except Exception as e:  # noqa: BLE001  (out of memory, a compile error, FLA refusing)
             det["notes"].append(self.failure_note(name, phase, e))
             self.log(f"{self.label(row)} {name}: {det['notes'][-1]}")
+            if _context_lost(e):
+                self.lost = first_line(e)
         finally:
             if s is not None and s.log is not None and phase != "load":
                 row["fla_backend"] = s.log.path()   # also when FLA refused: what ran until then
-            _free()
+            _free(not self.lost)
 
     def failure_note(self, name, phase, e):
         msg = first_line(e)
@@ -242,8 +265,10 @@ class Bench:
                     ms = timing.median_ms(step, self.cuda, self.o.reps)
                 except Exception as e:  # noqa: BLE001
                     note = f"sdpa: failed: {first_line(e)}"
+                    if _context_lost(e):
+                        self.lost = first_line(e)
                 finally:
-                    _free()
+                    _free(not self.lost)
             self.sdpa_cache[key] = (ms, note)
         ms, note = self.sdpa_cache[key]
         if note:

@@ -1,0 +1,70 @@
+"""Which gradient launch configuration raises the illegal memory access of session 37's
+V loops on the GPU: forward + backward of VARIANT at (4, 4096, 16, 128) bf16, once per
+configuration, each in its own process (an illegal access ends the CUDA context) with
+CUDA_LAUNCH_BLOCKING=1, so the traceback's last launch names the kernel.
+
+    python benchmarks/gpu_ima_probe.py VARIANT [CONFIG ...]    (default: every CONFIG)
+
+CONFIG: asis (autotune as generated), fixed8 / fixed4 (autotune off, the gradient kernels
+at 8 / 4 warps, the loops' V block = grad_BV), loopbv (autotune over warps only: the
+loops' V block not tuned), half8 (autotune off, 8 warps, the loops at half the V block)."""
+import dataclasses
+import os
+import subprocess
+import sys
+import time
+
+CONFIGS = ("asis", "fixed8", "fixed4", "loopbv", "half8")
+
+
+def run(variant, config):
+    import torch
+    from chunkproof.bench import calls, inputs
+    from chunkproof.fuzz import cases
+    m = cases.module(variant)
+    stated = m.launch_specs
+
+    def patched(*args, **kwargs):
+        spec = stated(*args, **kwargs)
+        kernels = {}
+        for name, launch in spec.kernels.items():
+            if name.startswith("_dgrad") and name != "_dgradv_kernel" and "BV" in launch.tuned:
+                if config == "loopbv":
+                    launch = dataclasses.replace(launch, tuned=())
+                elif config == "half8":
+                    launch = dataclasses.replace(launch, constexprs=dict(launch.constexprs,
+                                                                         BV=launch.constexprs["BV"] // 2))
+            kernels[name] = launch
+        return dataclasses.replace(spec, kernels=kernels)
+    if config in ("loopbv", "half8"):
+        m.launch_specs = patched
+    til = {"fixed8": dict(autotune=False, grad_warps=8), "fixed4": dict(autotune=False, grad_warps=4),
+           "half8": dict(autotune=False, grad_warps=8)}.get(config, {})
+    x, h0, do, dht = inputs.bench_case(variant, 4, 4096, 16, 128, 128, seed=0)
+    x = {k: t.cuda() for k, t in x.items()}
+    h0, do, dht = h0.cuda(), do.cuda(), dht.cuda()
+    fn = cases.kernel(variant)
+    with m.tiling_override(**til):
+        t0 = time.time()
+        out = calls.fwd_bwd_state(fn, x, h0, do, dht)
+        torch.cuda.synchronize()
+        ok = all(bool(torch.isfinite(g).all()) for g in out[2].values())
+    print(f"{variant} {config}: ran in {time.time() - t0:.1f} s, gradients finite: {ok}", flush=True)
+
+
+def main():
+    if len(sys.argv) > 2 and sys.argv[2] == "--one":
+        run(sys.argv[1], sys.argv[3])
+        return
+    variant, configs = sys.argv[1], sys.argv[2:] or CONFIGS
+    env = dict(os.environ, CUDA_LAUNCH_BLOCKING="1")
+    for c in configs:
+        p = subprocess.run([sys.executable, __file__, variant, "--one", c], env=env, capture_output=True, text=True)
+        tail = (p.stdout + p.stderr).strip().splitlines()
+        launch = [ln.strip() for ln in tail if "_kernel" in ln and ("spec[" in ln or "launch" in ln)]
+        print(f"{variant} {c}: rc={p.returncode}; " + (tail[-1] if p.returncode == 0 else
+              f"last launch: {launch[-1] if launch else '?'}; {tail[-1] if tail else ''}"), flush=True)
+
+
+if __name__ == "__main__":
+    main()
