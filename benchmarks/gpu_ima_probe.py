@@ -1,7 +1,10 @@
 """Which gradient launch configuration raises the illegal memory access of session 37's
 V loops on the GPU: forward + backward of VARIANT at (4, 4096, 16, 128) bf16, once per
 configuration, each in its own process (an illegal access ends the CUDA context) with
-CUDA_LAUNCH_BLOCKING=1, so the traceback's last launch names the kernel.
+CUDA_LAUNCH_BLOCKING=1, so the traceback's last launch names the kernel.  Run it on a
+generation whose split K side has the loops (Gated DeltaNet, DeltaNet: the grad_k
+condition in codegen/emit.py's _looped lifted, `chunkproof gen` run; main's delta
+rules have none, docs/measurements.md "V reductions formed where they are read").
 
     python benchmarks/gpu_ima_probe.py VARIANT [CONFIG ...]    (default: every CONFIG)
 
