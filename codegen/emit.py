@@ -494,13 +494,9 @@ def _looped(plan: Plan, split, k_side) -> Dict[str, dict]:
     illegal memory access (docs/measurements.md, "V reductions formed where they are read")."""
     if not plan.variant.loop_reductions or [f for f, _ in k_side] != ["grad_k"]:
         return {}
-    out = {}
-    for f, kp in k_side:
-        reds = [p for p in kp.reads_passed if p.layout == backward.VSUM
-                and p.expr.shape() in (("C", "Dk"), ("C", "C")) and backward.loopable(split.v_side, p, blocked=False)]
-        if reds:
-            out[f] = dict(reds=reds, plan=backward.loop_plan(split.v_side, reds))
-    return out
+    reds = [p for p in split.k.reads_passed if p.layout == backward.VSUM
+            and p.expr.shape() in (("C", "Dk"), ("C", "C")) and backward.loopable(split.v_side, p)]
+    return {"grad_k": dict(reds=reds, plan=backward.loop_plan(split.v_side, reds))} if reds else {}
 
 
 _ACC_DIMS = {"C": "BT", "Dk": "BK", "Dv": "BV", "1": "1"}

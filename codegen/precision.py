@@ -92,11 +92,10 @@ class Choice:
             if f in FAMILIES and TYPES[f].index(t) + 1 < len(TYPES[f]):
                 d = list(self.dots)
                 d[i] = (f, TYPES[f][TYPES[f].index(t) + 1])
-                out.append((f"{f} -> {d[i][1]}", Choice(tuple(d), self.lines, self.mixed, self.narrow)))
+                out.append((f"{f} -> {d[i][1]}", dataclasses.replace(self, dots=tuple(d))))
         for n in lines:
             if n not in self.lines:
-                out.append((f"line {n} -> tf32x3", Choice(self.dots, tuple(sorted(self.lines + (n,))), self.mixed,
-                                                          self.narrow)))
+                out.append((f"line {n} -> tf32x3", dataclasses.replace(self, lines=tuple(sorted(self.lines + (n,))))))
         return out
 
     def demotions(self):
@@ -106,24 +105,22 @@ class Choice:
             if f in FAMILIES and TYPES[f].index(t) > 0:
                 d = list(self.dots)
                 d[i] = (f, TYPES[f][TYPES[f].index(t) - 1])
-                out.append((f"{f} back to {d[i][1]}", Choice(tuple(d), self.lines, self.mixed, self.narrow)))
+                out.append((f"{f} back to {d[i][1]}", dataclasses.replace(self, dots=tuple(d))))
         for n in self.lines:
-            out.append((f"line {n} back", Choice(self.dots, tuple(x for x in self.lines if x != n), self.mixed,
-                                                 self.narrow)))
+            out.append((f"line {n} back", dataclasses.replace(self, lines=tuple(x for x in self.lines if x != n))))
         for n in self.mixed:
-            out.append((f"mixed line {n} back", Choice(self.dots, self.lines, tuple(x for x in self.mixed if x != n),
-                                                       self.narrow)))
+            kept = tuple(x for x in self.mixed if x != n)
+            out.append((f"mixed line {n} back", dataclasses.replace(self, mixed=kept)))
         return out
 
     def with_family(self, family, kind):
-        return Choice(tuple((f, kind if f == family else t) for f, t in self.dots), self.lines, self.mixed,
-                      self.narrow)
+        return dataclasses.replace(self, dots=tuple((f, kind if f == family else t) for f, t in self.dots))
 
     def with_mixed(self, n):
-        return Choice(self.dots, self.lines, tuple(sorted(set(self.mixed) | {n})), self.narrow)
+        return dataclasses.replace(self, mixed=tuple(sorted(set(self.mixed) | {n})))
 
     def with_narrow(self, n):
-        return Choice(self.dots, self.lines, self.mixed, tuple(sorted(set(self.narrow) | {n})))
+        return dataclasses.replace(self, narrow=tuple(sorted(set(self.narrow) | {n})))
 
     def cost(self):
         return sum(TYPES[f].index(t) for f, t in self.dots) + len(self.lines) + len(self.mixed)
