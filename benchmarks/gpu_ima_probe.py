@@ -8,11 +8,15 @@ rules have none, docs/measurements.md "V reductions formed where they are read")
 
     python benchmarks/gpu_ima_probe.py VARIANT [CONFIG ...]    (default: every CONFIG)
 
+Each configuration's whole output goes to $OUT/probe.VARIANT.CONFIG.log (OUT default
+/tmp/out), and gets PROBE_TIMEOUT seconds (default 150).
+
 CONFIG: asis (autotune as generated), fixed8 / fixed4 (autotune off, the gradient kernels
 at 8 / 4 warps, the loops' V block = grad_BV), loopbv (autotune over warps only: the
 loops' V block not tuned), half8 (autotune off, 8 warps, the loops at half the V block)."""
 import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -61,11 +65,29 @@ def main():
         return
     variant, configs = sys.argv[1], sys.argv[2:] or CONFIGS
     env = dict(os.environ, CUDA_LAUNCH_BLOCKING="1")
+    out = os.environ.get("OUT", "/tmp/out")
+    os.makedirs(out, exist_ok=True)
     for c in configs:
-        p = subprocess.run([sys.executable, __file__, variant, "--one", c], env=env, capture_output=True, text=True)
-        tail = (p.stdout + p.stderr).strip().splitlines()
+        cmd = [sys.executable, __file__, variant, "--one", c.removeprefix("san:")]
+        if c.startswith("san:"):
+            san = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+            if not os.path.exists(san):
+                print(f"{variant} {c}: no compute-sanitizer on this machine", flush=True)
+                continue
+            cmd = [san, "--tool", "memcheck", "--print-limit", "20"] + cmd
+        t0 = time.time()
+        try:
+            p = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                               timeout=float(os.environ.get("PROBE_TIMEOUT", 150)))
+            text, rc = p.stdout + p.stderr, p.returncode
+        except subprocess.TimeoutExpired as e:
+            text = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
+            text, rc = text + "\n(timed out)", "timeout"
+        with open(os.path.join(out, f"probe.{variant}.{c.replace(':', '_')}.log"), "w") as f:
+            f.write(text)
+        tail = text.strip().splitlines()
         launch = [ln.strip() for ln in tail if "_kernel" in ln and ("spec[" in ln or "launch" in ln)]
-        print(f"{variant} {c}: rc={p.returncode}; " + (tail[-1] if p.returncode == 0 else
+        print(f"{variant} {c}: {time.time() - t0:.0f} s, rc={rc}; " + (tail[-1] if rc == 0 else
               f"last launch: {launch[-1] if launch else '?'}; {tail[-1] if tail else ''}"), flush=True)
 
 
