@@ -2,18 +2,22 @@
 V loops on the GPU: forward + backward of VARIANT at (4, 4096, 16, 128) bf16, once per
 configuration, each in its own process (an illegal access ends the CUDA context) with
 CUDA_LAUNCH_BLOCKING=1, so the traceback's last launch names the kernel.  Run it on a
-generation whose split K side has the loops (Gated DeltaNet, DeltaNet: the grad_k
-condition in codegen/emit.py's _looped lifted, `chunkproof gen` run; main's delta
-rules have none, docs/measurements.md "V reductions formed where they are read").
+generation whose split K side has the loops (Gated DeltaNet, DeltaNet: commit 3cf69a9's
+modules, `git show 3cf69a9:generated_kernels/gated_delta_rule.py`, copied over
+generated_kernels/ on the device; main's delta rules have none, docs/measurements.md
+"V reductions formed where they are read").
 
     python benchmarks/gpu_ima_probe.py VARIANT [CONFIG ...]    (default: every CONFIG)
 
 Each configuration's whole output goes to $OUT/probe.VARIANT.CONFIG.log (OUT default
 /tmp/out), and gets PROBE_TIMEOUT seconds (default 150).
 
-CONFIG: asis (autotune as generated), fixed8 / fixed4 (autotune off, the gradient kernels
-at 8 / 4 warps, the loops' V block = grad_BV), loopbv (autotune over warps only: the
-loops' V block not tuned), half8 (autotune off, 8 warps, the loops at half the V block)."""
+CONFIG: asis (autotune as generated), fixed8 / fixed4 / fixed2 (autotune off, the gradient
+kernels at 8 / 4 / 2 warps, the loops' V block = grad_BV; FLA keeps some of its Hopper
+backward kernels at 2 warps, FLA #988), bk64 / bk128 (as fixed8 with the KB kernel's K
+block at 64 / 128 instead of 32: Triton #11366 is an illegal access of a Hopper kernel with
+several products over 32-wide K blocks at 4 warps), loopbv (autotune over warps only: the loops' V
+block not tuned), half8 (autotune off, 8 warps, the loops at half the V block)."""
 import dataclasses
 import os
 import shutil
@@ -21,7 +25,7 @@ import subprocess
 import sys
 import time
 
-CONFIGS = ("asis", "fixed8", "fixed4", "loopbv", "half8")
+CONFIGS = ("asis", "fixed8", "fixed4", "fixed2", "bk64", "bk128", "loopbv", "half8")
 
 
 def run(variant, config):
@@ -46,6 +50,9 @@ def run(variant, config):
     if config in ("loopbv", "half8"):
         m.launch_specs = patched
     til = {"fixed8": dict(autotune=False, grad_warps=8), "fixed4": dict(autotune=False, grad_warps=4),
+           "fixed2": dict(autotune=False, grad_warps=2),
+           "bk64": dict(autotune=False, grad_warps=8, grad_BK=64),
+           "bk128": dict(autotune=False, grad_warps=8, grad_BK=128),
            "half8": dict(autotune=False, grad_warps=8)}.get(config, {})
     x, h0, do, dht = inputs.bench_case(variant, 4, 4096, 16, 128, 128, seed=0)
     x = {k: t.cuda() for k, t in x.items()}

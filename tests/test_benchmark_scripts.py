@@ -34,6 +34,7 @@ def test_tiling_overrides_parse_and_are_restored():
     assert tiling.parse_overrides(["a=8", "b=null", "c=tf32", 'd=[["q", "k"], ["v"]]']) == \
         {"a": 8, "b": None, "c": "tf32", "d": [["q", "k"], ["v"]]}
     assert tiling.parse_overrides("a=1,b=[1, 2],c=x") == {"a": 1, "b": [1, 2], "c": "x"}
+    assert tiling.parse_overrides("a=False,b=true,c=None,d=Falsey") == {"a": False, "b": True, "c": None, "d": "Falsey"}
     with pytest.raises(ValueError, match="not KEY=VALUE"):
         tiling.parse_overrides(["novalue"])
     before = mod.TILING

@@ -9,12 +9,13 @@ import json
 
 
 def parse_value(text):
-    """A value as the command line gives it: JSON where it parses (8, null, "tf32",
-    [16, 32]), else the bare word (tf32)."""
+    """A value as the command line gives it: JSON where it parses (8, null, true, "tf32",
+    [16, 32]), Python's True / False / None (what the tiling's own errors print), else
+    the bare word (tf32)."""
     try:
         return json.loads(text)
     except ValueError:
-        return text
+        return {"True": True, "False": False, "None": None}.get(text, text)
 
 
 def split_items(text):
