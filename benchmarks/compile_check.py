@@ -119,14 +119,19 @@ def ptxas_usage(ptx, arch):
             f"{spill.group(1) + '/' + spill.group(2) if spill else '?'} B")
 
 
-def compile_one(fn, launch, sig, arch, extra=None):
-    """(shared bytes, ptxas usage) of the kernel compiled for sm_<arch>."""
+def compile_one(fn, launch, sig, arch, extra=None, dump=None):
+    """(shared bytes, ptxas usage) of the kernel compiled for sm_<arch>; with ``dump``
+    (a path without suffix) its TTGIR and PTX written there too."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     src = ASTSource(fn, sig, constexprs=dict(launch.constexprs, **(extra or {})))
     k = triton.compile(src, target=GPUTarget("cuda", arch, 32),
                        options={"num_warps": launch.num_warps, "num_stages": launch.num_stages})
+    if dump:
+        for ext in ("ttgir", "ptx"):
+            with open(f"{dump}.{ext}", "w") as f:
+                f.write(k.asm[ext])
     return k.metadata.shared, ptxas_usage(k.asm["ptx"], arch)
 
 
@@ -151,7 +156,8 @@ def check_variant(v, mod, args):
                 if args.list:
                     print(f"{v} {name} {describe(launch, extra)}", flush=True)
                     continue
-                shared, usage = compile_one(fn, launch, sig, args.arch, extra)
+                dump = os.path.join(args.dump, f"{v}.{name}") if args.dump else None
+                shared, usage = compile_one(fn, launch, sig, args.arch, extra, dump)
                 print(f"{v:18s} {name:28s} ok   {time.time() - t0:6.1f} s  warps {launch.num_warps} "
                       f"stages {launch.num_stages}  shared {shared} B  {usage}", flush=True)
             except Exception as e:  # noqa: BLE001 - report every kernel
@@ -172,12 +178,16 @@ def main(argv=None):
     ap.add_argument("--kernels", default="", help="comma-separated kernel names (default: all)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a TILING override: JSON (8, null, [16, 32]) or a bare word; repeatable")
+    ap.add_argument("--dump", metavar="DIR", help="also write each kernel's TTGIR and PTX into DIR "
+                    "(VARIANT.KERNEL.ttgir, .ptx), to read its layouts")
     ap.add_argument("--list", action="store_true",
                     help="print each kernel's launch (checked against its signature) without compiling")
     args = ap.parse_args(argv)
     try:
         variants = A.variants(args.variants)
         overrides = tiling.parse_overrides(args.set)
+        if args.dump:
+            os.makedirs(args.dump, exist_ok=True)
         for v in variants:      # an unknown key is refused before anything compiles
             with tiling.applied(importlib.import_module(f"chunkproof.kernels.{v}"), overrides):
                 pass

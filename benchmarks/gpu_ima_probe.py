@@ -1,7 +1,9 @@
 """Which gradient launch configuration raises the illegal memory access of session 37's
 V loops on the GPU: forward + backward of VARIANT at (4, 4096, 16, 128) bf16, once per
 configuration, each in its own process (an illegal access ends the CUDA context) with
-CUDA_LAUNCH_BLOCKING=1, so the traceback's last launch names the kernel.  Run it on a
+CUDA_LAUNCH_BLOCKING=1, so the traceback's last launch names the kernel; a configuration that runs is then timed
+in a second process without it (do_bench) and its peak memory taken, as `chunkproof
+bench` does.  Run it on a
 generation whose split K side has the loops (Gated DeltaNet, DeltaNet: commit 3cf69a9's
 modules, `git show 3cf69a9:generated_kernels/gated_delta_rule.py`, copied over
 generated_kernels/ on the device; main's delta rules have none, docs/measurements.md
@@ -28,9 +30,9 @@ import time
 CONFIGS = ("asis", "fixed8", "fixed4", "fixed2", "bk64", "bk128", "loopbv", "half8")
 
 
-def run(variant, config):
+def run(variant, config, timed=False):
     import torch
-    from chunkproof.bench import calls, inputs
+    from chunkproof.bench import calls, inputs, timing
     from chunkproof.fuzz import cases
     m = cases.module(variant)
     stated = m.launch_specs
@@ -63,12 +65,19 @@ def run(variant, config):
         out = calls.fwd_bwd_state(fn, x, h0, do, dht)
         torch.cuda.synchronize()
         ok = all(bool(torch.isfinite(g).all()) for g in out[2].values())
-    print(f"{variant} {config}: ran in {time.time() - t0:.1f} s, gradients finite: {ok}", flush=True)
+        first = time.time() - t0
+        if not timed:
+            print(f"{variant} {config}: first call {first:.1f} s, gradients finite: {ok}", flush=True)
+            return
+        step = lambda: calls.fwd_bwd_state(fn, x, h0, do, dht)     # noqa: E731
+        ms, mib = timing.median_ms(step, True), timing.peak_mib(step)
+    print(f"{variant} {config}: gradients finite: {ok}; forward + backward {ms:.3f} ms (median of 3 "
+          f"do_bench medians), peak {mib:.1f} MiB over the inputs", flush=True)
 
 
 def main():
-    if len(sys.argv) > 2 and sys.argv[2] == "--one":
-        run(sys.argv[1], sys.argv[3])
+    if len(sys.argv) > 2 and sys.argv[2] in ("--one", "--timed"):
+        run(sys.argv[1], sys.argv[3], timed=sys.argv[2] == "--timed")
         return
     variant, configs = sys.argv[1], sys.argv[2:] or CONFIGS
     env = dict(os.environ, CUDA_LAUNCH_BLOCKING="1")
@@ -88,7 +97,7 @@ def main():
                                timeout=float(os.environ.get("PROBE_TIMEOUT", 150)))
             text, rc = p.stdout + p.stderr, p.returncode
         except subprocess.TimeoutExpired as e:
-            text = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
+            text = "".join(t if isinstance(t, str) else t.decode(errors="replace") for t in (e.stdout, e.stderr) if t)
             text, rc = text + "\n(timed out)", "timeout"
         with open(os.path.join(out, f"probe.{variant}.{c.replace(':', '_')}.log"), "w") as f:
             f.write(text)
@@ -96,6 +105,14 @@ def main():
         launch = [ln.strip() for ln in tail if "_kernel" in ln and ("spec[" in ln or "launch" in ln)]
         print(f"{variant} {c}: {time.time() - t0:.0f} s, rc={rc}; " + (tail[-1] if rc == 0 else
               f"last launch: {launch[-1] if launch else '?'}; {tail[-1] if tail else ''}"), flush=True)
+        if rc == 0 and not c.startswith("san:"):
+            try:
+                p = subprocess.run([sys.executable, __file__, variant, "--timed", c], capture_output=True, text=True,
+                                   timeout=float(os.environ.get("PROBE_TIMEOUT", 150)))
+                last = (p.stdout + p.stderr).strip().splitlines()
+                print(f"{variant} {c}: timed rc={p.returncode}; {last[-1] if last else ''}", flush=True)
+            except subprocess.TimeoutExpired:
+                print(f"{variant} {c}: timing timed out", flush=True)
 
 
 if __name__ == "__main__":
