@@ -386,18 +386,24 @@ def split_gradients(plan: Plan, bwd, hoisted=(), looped=frozenset()) -> Gradient
                          VSide(plan, adj_defs, hnames, list(hoisted), cites))
 
 
-def loopable(side: VSide, p: Passed) -> bool:
-    """Whether the K kernel can form V reduction ``p`` itself, in a loop over V blocks
+def _sums_over(e: ir.Expr, dim: str) -> bool:
+    """Whether some part of e sums over ``dim`` (a tile without it formed from one with it)."""
+    return any(dim not in n.shape() and any(dim in c.shape() for c in n.children()) for n in ir.walk(e))
+
+
+def loopable(side: VSide, p: Passed, blocked: bool) -> bool:
+    """Whether a K-side kernel can form V reduction ``p`` itself, in a loop over V blocks
     (Variant.loop_reductions): every tile with a Dv dimension it needs is read from memory
     (inputs, delta O, the states S_[t-1] and delta S_[t], the reverse scan's tiles) or
-    names one (an alias), none is formed from a product over Dk.  (A kernel blocked over
-    Dk, such as the KB kernel, would also need nothing in it to sum over Dk: commit
-    cbd318a had that check.)"""
+    names one (an alias), none is formed from a product over Dk; in a kernel ``blocked``
+    over Dk (the KB kernel) nothing in it may sum over Dk either."""
     fwd, names, _ = _collect(side.plan, side.adj_defs, [p.expr], "looped V reduction", allow_state=True,
                              given=side.given)
     dmap = dict(side.plan.defs)
     dmap.update(side.adj_defs)
-    return not any("Dv" in dmap[n].shape() and not isinstance(dmap[n], ir.Var) for n in fwd + names)
+    if any("Dv" in dmap[n].shape() and not isinstance(dmap[n], ir.Var) for n in fwd + names):
+        return False
+    return not (blocked and (_sums_over(p.expr, "Dk") or any(_sums_over(dmap[n], "Dk") for n in fwd + names)))
 
 
 def loop_plan(side: VSide, reds: List[Passed]) -> KernelPlan:

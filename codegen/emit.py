@@ -485,18 +485,28 @@ def backward_stages(plan: Plan, bwd) -> BackwardStages:
 
 
 def _looped(plan: Plan, split, k_side) -> Dict[str, dict]:
-    """The V reductions the K kernel forms itself in a loop over V blocks
+    """Per K-side kernel, the V reductions it forms itself in a loop over V blocks
     (Variant.loop_reductions) and the plan of that loop: those the size of a tile (C x Dk,
-    C x C) that it can form (backward.loopable).  A column or a scalar per chunk costs
-    next to nothing to pass.  Only where the K side is one kernel: on the H200 the split
-    K side's C and KB kernels with loops were slower (KDA +3%, DPLR +10%; the KB kernel
-    reads its operands once per K block) and Gated DeltaNet's and DeltaNet's raised an
-    illegal memory access (docs/measurements.md, "V reductions formed where they are read")."""
-    if not plan.variant.loop_reductions or [f for f, _ in k_side] != ["grad_k"]:
+    C x C) that every kernel reading them can form (backward.loopable).  A column or a
+    scalar per chunk costs next to nothing to pass; one that some reader must read from
+    memory is written by the V kernel anyway.  A looped KB kernel runs K blocks of 64
+    (gen.K_BLOCK): at 32 Triton 3.6 miscompiles it on Hopper (docs/measurements.md, "The
+    illegal memory access")."""
+    if not plan.variant.loop_reductions:
         return {}
-    reds = [p for p in split.k.reads_passed if p.layout == backward.VSUM
-            and p.expr.shape() in (("C", "Dk"), ("C", "C")) and backward.loopable(split.v_side, p)]
-    return {"grad_k": dict(reds=reds, plan=backward.loop_plan(split.v_side, reds))} if reds else {}
+    ok: Dict[str, bool] = {}
+    for f, kp in k_side:
+        for p in kp.reads_passed:
+            if p.layout == backward.VSUM:
+                # the KB kernel holds one K block: a reduction summing over Dk is not formed there
+                ok[p.name] = ok.get(p.name, True) and p.expr.shape() in (("C", "Dk"), ("C", "C")) \
+                    and backward.loopable(split.v_side, p, blocked=f == "grad_kb")
+    out = {}
+    for f, kp in k_side:
+        reds = [p for p in kp.reads_passed if ok.get(p.name)]
+        if reds:
+            out[f] = dict(reds=reds, plan=backward.loop_plan(split.v_side, reds))
+    return out
 
 
 _ACC_DIMS = {"C": "BT", "Dk": "BK", "Dv": "BV", "1": "1"}

@@ -22,7 +22,11 @@ MAX_HEAD_DIM = 512
 # interpreter only
 GPU_MAX_HEAD_DIM = 256
 MAX_LINE = 120
-K_BLOCK = 32          # the K block of a K-blocked gradient kernel, where the tiling states none
+# the K block of a K-blocked gradient kernel, where the tiling states none: with its V
+# loop (Variant.loop_reductions) Triton 3.6 miscompiles it at 32 on Hopper (an illegal
+# shared-memory read at 4 warps, non-finite gradients at 8); 64 ran and was the faster
+# (docs/measurements.md, "The illegal memory access")
+K_BLOCK = 64
 
 
 def _env() -> jinja2.Environment:

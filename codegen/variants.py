@@ -50,11 +50,11 @@ class Variant:
     # a kernel that reads X only for that sum reads a column instead; on for every
     # variant (off only to compare, tests/test_codegen.py)
     vred_rowsums: bool = True
-    # an unsplit gradient K kernel forms the tile-sized V reductions it reads whose
-    # Dv-wide operands are all in memory (delta O S_[t-1], V delta S_[t]^T, ...) itself, in
-    # a loop over V blocks, instead of reading the V kernel's fp32 buffers of them
-    # (emit._looped, backward.loopable): the states stay alive longer, those buffers go
-    # (peak memory); on for every variant (off only to compare, tests/test_codegen.py)
+    # each K-side gradient kernel forms the tile-sized V reductions it reads whose Dv-wide
+    # operands are all in memory (delta O S_[t-1], delta U S_[t-1], ...) itself, in a loop
+    # over V blocks, instead of reading the V kernel's fp32 buffers of them (emit._looped,
+    # backward.loopable): the states stay alive longer, those buffers go (peak memory);
+    # on for every variant (off only to compare, tests/test_codegen.py)
     loop_reductions: bool = True
 
     @property

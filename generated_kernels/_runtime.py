@@ -503,6 +503,25 @@ def _fail(func, msg):
     raise ValueError(f"{func}: {msg}")
 
 
+# Triton 3.6 miscompiles a K-blocked gradient kernel with a V loop at K blocks under 64
+# on Hopper (compute capability 9): an illegal shared-memory read at 4 warps, non-finite
+# gradients at 8 (docs/measurements.md, "The illegal memory access")
+HOPPER_MIN_LOOPED_K_BLOCK = 64
+
+
+def check_looped_k_block(func, device, K, BKB):
+    """Refuses a backward whose looped KB kernel would run K blocks of BKB on a Hopper
+    GPU, before the forward runs (ValueError, naming what to change)."""
+    if BKB >= HOPPER_MIN_LOOPED_K_BLOCK or device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1":
+        return
+    if torch.cuda.get_device_capability(device)[0] != 9:
+        return
+    fix = (f"set TILING grad_BK to {HOPPER_MIN_LOOPED_K_BLOCK} or more (tiling_override)" if K >= HOPPER_MIN_LOOPED_K_BLOCK
+           else f"heads of K >= {HOPPER_MIN_LOOPED_K_BLOCK} run; for the forward alone call it under torch.no_grad()")
+    _fail(func, f"the backward's K-blocked gradient kernel would run K blocks of {BKB} (K = {K}), which Triton "
+                f"miscompiles on Hopper GPUs (an illegal memory access or non-finite gradients); {fix}")
+
+
 def check_keywords(func, takes, fla, kwargs):
     """FLA's keywords (``fla``: (name, default, what, allowed)) at the value that asks for
     nothing are accepted; a supported one (``allowed``) at one of those values is returned

@@ -15,9 +15,9 @@ import triton.language as tl
 
 from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _fail, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, bind_params,
-    block_sizes, cached_specs, check_args, check_grads, check_keywords, effective_tiling, explains_resources,
-    fitted_grad_bv, flip_time, gpu_sms, input_options, kernel_types, needs_grad, refuse_grad, sequence_offsets,
-    sequence_tables, state_layout_in, state_layout_out, unused_rows)
+    block_sizes, cached_specs, check_args, check_grads, check_keywords, check_looped_k_block, effective_tiling,
+    explains_resources, fitted_grad_bv, flip_time, gpu_sms, input_options, kernel_types, needs_grad, refuse_grad,
+    sequence_offsets, sequence_tables, state_layout_in, state_layout_out, unused_rows)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside

@@ -8,9 +8,9 @@ import triton
 from chunkproof.fuzz import cases
 from chunkproof.fuzz.reference import rel_rms
 
-# the scans' and output kernel's V block (and that of a gradient K kernel's V loop,
-# Variant.loop_reductions, which Gated DeltaNet's split K side has not)
-TUNED_BV = ("_state_kernel", "_out_kernel", "_dstate_kernel", "_dgradk_kernel")
+# the scans' and output kernel's V block, and that of a gradient K-side kernel's V loop
+# (Variant.loop_reductions: Gated DeltaNet's C and KB kernels)
+TUNED_BV = ("_state_kernel", "_out_kernel", "_dstate_kernel", "_dgradk_kernel", "_dgradc_kernel", "_dgradkb_kernel")
 
 
 def _runtime():
@@ -74,7 +74,7 @@ def test_every_configuration_autotune_may_pick_computes_the_same(name):
         assert rel_rms(got[2][n], want[2][n]) < 1e-6, n
 
 
-@pytest.mark.parametrize("name", ["gla", "rwkv6"])
+@pytest.mark.parametrize("name", ["gla", "rwkv6", "gated_delta_rule"])
 def test_a_v_loop_at_half_the_v_block_computes_the_same(name, monkeypatch):
     # autotune may halve the V block of a gradient kernel's V loop apart from the V
     # kernel's (the passed V reductions' NV stays the V kernel's): under the interpreter

@@ -330,14 +330,28 @@ def test_loop_reductions_take_the_tile_sized_v_reductions_off_the_v_kernel():
     assert {"h", "dh"} <= set(on.freed_after()["grad_k"]) and {"h", "dh"} <= set(off.freed_after()["grad_v"])
 
 
-def test_a_split_k_side_forms_no_v_reduction_itself():
-    # the C and KB kernels with loops were slower on the H200 and Gated DeltaNet's raised an
-    # illegal memory access (docs/measurements.md): a split K side reads them all
-    p, bwd = planned("gated_delta_rule")
-    assert p.variant.loop_reductions
-    bw = emit.backward_stages(p, bwd)
-    assert bw.grad_c and bw.grad_kb and not bw.grad_c.loop and not bw.grad_kb.loop
-    assert any(s.size == "BT * BKF" for s in bw.grad_v.writes_passed)
+def test_a_split_k_side_forms_its_tile_sized_v_reductions_in_loops():
+    # with Variant.loop_reductions the K side forms delta O S_[t-1] (C x Dk) and its like
+    # in a loop over V blocks: the V kernel no longer writes them, the kernel reading them
+    # reads the states instead; a column per chunk stays passed
+    v = BY_NAME["gated_delta_rule"]
+    p, bwd = planned(v.name)
+
+    def stages(loop):
+        return emit.backward_stages(dataclasses.replace(p, variant=dataclasses.replace(v, loop_reductions=loop)),
+                                    bwd)
+    on, off = stages(True), stages(False)
+    written = lambda bw: {s.name: s for s in bw.grad_v.writes_passed}     # noqa: E731
+    looped = {s.name for st in (on.grad_c, on.grad_kb) if st.loop for s in st.loop.writes_passed}
+    assert looped and not looped & set(written(on)) and looped <= set(written(off))
+    assert all(written(off)[n].size in ("BT * BKF", "BT * BT") for n in looped)
+    assert any(s.size == "BT * 1" for s in on.grad_v.writes_passed)
+    assert "b_vr0" in on.grad_kb.loop.live and ("h", "h") in on.grad_kb.loop_args
+    assert not off.grad_kb.loop and not off.grad_kb.loop_args
+    # the host drops each state after the last kernel that reads it
+    assert "h" in on.freed_after()["grad_kb"] and "h" in off.freed_after()["grad_v"]
+    # and its KB kernel runs K blocks of 64 (gen.K_BLOCK: 32 miscompiles on Hopper)
+    assert gen.tiling_of(p.variant, True).grad_BK == 64
 
 
 @pytest.mark.parametrize("name", ALL)

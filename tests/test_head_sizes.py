@@ -58,3 +58,33 @@ def test_gpu_huge_heads(name, B, T, H, D, dtype, monkeypatch):
     want = reference_grads(name, ref, do.double(), dht.double(), initial_state=h0)
     for n, e in grad_errors({k: got[k] for k in want if k in got}, {k: want[k] for k in want if k in got}, ref).items():
         assert e < (5e-1 if n in GATE_GRADS else 5e-2), (name, n, e)
+
+
+@pytest.mark.parametrize("cap, K, BKB, refused", [
+    ((9, 0), 128, 32, "set TILING grad_BK to 64"), ((9, 0), 32, 32, "heads of K >= 64 run"),
+    ((9, 0), 128, 64, None), ((8, 0), 32, 32, None)])
+def test_a_looped_k_block_under_64_is_refused_on_hopper(monkeypatch, cap, K, BKB, refused):
+    # Triton 3.6 miscompiles the looped KB kernel at K blocks of 32 on Hopper
+    # (docs/measurements.md, "The illegal memory access"): refused by name, elsewhere run
+    import importlib
+    rt = importlib.import_module("chunkproof.kernels._runtime")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: cap)
+
+    def call():
+        rt.check_looped_k_block("chunk_gated_delta_rule", torch.device("cuda"), K, BKB)
+    if refused:
+        with pytest.raises(ValueError, match=f"chunk_gated_delta_rule: .*K blocks of {BKB} .*{refused}"):
+            call()
+    else:
+        call()
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_the_hopper_check_guards_every_looped_k_blocked_kernel(name):
+    import inspect
+    import re
+    src = inspect.getsource(module(name))
+    kb = re.search(r"def _dgradkb_kernel\(.*?(?=\n@triton\.jit|\ndef |\nclass )", src, re.S)
+    looped = bool(kb) and "for i_v in range" in kb.group(0)
+    assert looped == ("check_looped_k_block(" in src), name

@@ -278,14 +278,14 @@ def test_a_narrowed_tile_is_stored_and_read_in_the_inputs_dtype():
     v = next(v for v in VARIANTS if v.name == "delta_rule")
     plan = load_variant(v, check=False)
     passed = gen.candidate_lines(v, plan)[2]
-    assert {"vr0", "hr0"} <= set(passed)
+    assert {"vr3", "hr0"} <= set(passed)
     rec = precision.Choice.from_dict(precision.read_record(gen.OUT_DIR, v.name)["choice"])
     base = precision.Choice(rec.dots, rec.lines, rec.mixed)     # nothing narrowed
-    src = gen.render_variant(precision.apply(v, base.with_narrow("vr0").with_narrow("hr0")), plan=plan, check=False)
-    assert "r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32)" in src
+    src = gen.render_variant(precision.apply(v, base.with_narrow("vr3").with_narrow("hr0")), plan=plan, check=False)
+    assert "r_vr3 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32)" in src
     assert "r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=q.dtype" in src
-    assert "r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32" in src
-    assert 'NARROWED = {"dVnew": "vcols", "hr0": "vcols", "vr0": "vsum"}' in src
+    assert "r_vr5 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32" in src
+    assert 'NARROWED = {"dVnew": "vcols", "hr0": "vcols", "vr3": "vsum"}' in src
     loads = [_statement(src, m.start()) for m in re.finditer(r"= tl\.load\(r_\w+ ", src)]
     stores = [(m.group(1), _statement(src, m.start())) for m in re.finditer(r"tl\.store\(([wr]_\w+) ", src)]
     assert len(loads) > 5 and len(stores) > 5
