@@ -308,21 +308,29 @@ def test_vred_rowsums_keep_the_c_kernel_off_the_wide_v_reductions():
     assert on.count(("C", "1")) == off.count(("C", "1")) + 2     # the V kernel writes the two sums as columns
 
 
-def test_loop_reductions_take_the_tile_sized_v_reductions_off_the_v_kernel():
-    # with Variant.loop_reductions GLA's K kernel forms delta O S_[t-1] (C x Dk) and its
-    # like in a loop over V blocks: the V kernel no longer writes them, the K kernel reads
-    # the states instead; a column (diag(S^T delta S), Dk x 1) stays passed
-    v = BY_NAME["gla"]
-    p, bwd = planned(v.name)
+def _loop_stages(name, kernels):
+    """The backward stages of ``name`` with and without Variant.loop_reductions, and the
+    V reductions the K-side ``kernels`` form in their loops: each one the V kernel writes
+    without loops (a C x Dk or C x C tile) and no longer writes with them."""
+    v = BY_NAME[name]
+    p, bwd = planned(name)
 
     def stages(loop):
         return emit.backward_stages(dataclasses.replace(p, variant=dataclasses.replace(v, loop_reductions=loop)),
                                     bwd)
     on, off = stages(True), stages(False)
     written = lambda bw: {s.name: s for s in bw.grad_v.writes_passed}     # noqa: E731
-    looped = {s.name for s in on.grad_k.loop.writes_passed}
+    looped = {s.name for k in kernels if getattr(on, k).loop for s in getattr(on, k).loop.writes_passed}
     assert looped and not looped & set(written(on)) and looped <= set(written(off))
     assert all(written(off)[n].size in ("BT * BKF", "BT * BT") for n in looped)
+    return p, on, off
+
+
+def test_loop_reductions_take_the_tile_sized_v_reductions_off_the_v_kernel():
+    # with Variant.loop_reductions GLA's K kernel forms delta O S_[t-1] (C x Dk) and its
+    # like in a loop over V blocks: the K kernel reads the states instead; a column
+    # (diag(S^T delta S), Dk x 1) stays passed
+    _, on, off = _loop_stages("gla", ["grad_k"])
     assert [s.size for s in on.grad_v.writes_passed] == ["BKF * 1"]
     assert "b_vr0" in on.grad_k.loop.live and ("h", "h") in on.grad_k.loop_args and ("dh", "dh") in on.grad_k.loop_args
     assert not off.grad_k.loop and not off.grad_k.loop_args
@@ -331,24 +339,11 @@ def test_loop_reductions_take_the_tile_sized_v_reductions_off_the_v_kernel():
 
 
 def test_a_split_k_side_forms_its_tile_sized_v_reductions_in_loops():
-    # with Variant.loop_reductions the K side forms delta O S_[t-1] (C x Dk) and its like
-    # in a loop over V blocks: the V kernel no longer writes them, the kernel reading them
-    # reads the states instead; a column per chunk stays passed
-    v = BY_NAME["gated_delta_rule"]
-    p, bwd = planned(v.name)
-
-    def stages(loop):
-        return emit.backward_stages(dataclasses.replace(p, variant=dataclasses.replace(v, loop_reductions=loop)),
-                                    bwd)
-    on, off = stages(True), stages(False)
-    written = lambda bw: {s.name: s for s in bw.grad_v.writes_passed}     # noqa: E731
-    looped = {s.name for st in (on.grad_c, on.grad_kb) if st.loop for s in st.loop.writes_passed}
-    assert looped and not looped & set(written(on)) and looped <= set(written(off))
-    assert all(written(off)[n].size in ("BT * BKF", "BT * BT") for n in looped)
+    # the same in Gated DeltaNet's C and KB kernels; a column per chunk stays passed
+    p, on, off = _loop_stages("gated_delta_rule", ["grad_c", "grad_kb"])
     assert any(s.size == "BT * 1" for s in on.grad_v.writes_passed)
     assert "b_vr0" in on.grad_kb.loop.live and ("h", "h") in on.grad_kb.loop_args
     assert not off.grad_kb.loop and not off.grad_kb.loop_args
-    # the host drops each state after the last kernel that reads it
     assert "h" in on.freed_after()["grad_kb"] and "h" in off.freed_after()["grad_v"]
     # and its KB kernel runs K blocks of 64 (gen.K_BLOCK: 32 miscompiles on Hopper)
     assert gen.tiling_of(p.variant, True).grad_BK == 64
