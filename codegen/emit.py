@@ -490,9 +490,15 @@ def _looped(plan: Plan, split, k_side) -> Dict[str, dict]:
     C x C) that every kernel reading them can form (backward.loopable).  A column or a
     scalar per chunk costs next to nothing to pass; one that some reader must read from
     memory is written by the V kernel anyway.  A looped KB kernel runs K blocks of 64
-    (gen.K_BLOCK): at 32 Triton 3.6 miscompiles it on Hopper (docs/measurements.md, "The
-    illegal memory access")."""
+    (gen.K_BLOCK_LOOPED): at 32 Triton 3.6 miscompiles it on Hopper.  A split K side
+    loops only where no gate is per K column: a vector-gated KB kernel holds C x BK gate
+    tiles in both of its passes, and with loops KDA's and DPLR's were slower on the H200
+    at K blocks of 32 and spill 2-9 KB offline at 64, where Gated DeltaNet's and
+    DeltaNet's were faster (docs/measurements.md, "The illegal memory access")."""
     if not plan.variant.loop_reductions:
+        return {}
+    dmap = dict(plan.defs)
+    if len(k_side) > 1 and any("Dk" in dmap[n].shape() for n in plan.logs if n in dmap):
         return {}
     ok: Dict[str, bool] = {}
     for f, kp in k_side:

@@ -22,11 +22,11 @@ MAX_HEAD_DIM = 512
 # interpreter only
 GPU_MAX_HEAD_DIM = 256
 MAX_LINE = 120
-# the K block of a K-blocked gradient kernel, where the tiling states none: with its V
-# loop (Variant.loop_reductions) Triton 3.6 miscompiles it at 32 on Hopper (an illegal
-# shared-memory read at 4 warps, non-finite gradients at 8); 64 ran and was the faster
+# the K block of a K-blocked gradient kernel, where the tiling states none; with a V loop
+# (Variant.loop_reductions) Triton 3.6 miscompiles it at 32 on Hopper (an illegal
+# shared-memory read at 4 warps, non-finite gradients at 8): 64 ran, and was the faster
 # (docs/measurements.md, "The illegal memory access")
-K_BLOCK = 64
+K_BLOCK, K_BLOCK_LOOPED = 32, 64
 
 
 def _env() -> jinja2.Environment:
@@ -35,13 +35,13 @@ def _env() -> jinja2.Environment:
                               lstrip_blocks=True, keep_trailing_newline=True)
 
 
-def tiling_of(v: Variant, k_blocked: bool = False) -> Tiling:
+def tiling_of(v: Variant, k_blocked: bool = False, looped: bool = False) -> Tiling:
     """The variant's tiling, validated: a missing, unknown or ill-valued key names it.
     A tiling without grad_BK takes it from the structure (``k_blocked``: the gradient
-    stage has a K-blocked kernel)."""
+    stage has a K-blocked kernel; ``looped``: with a V loop)."""
     keys = dict(v.tiling)
     if "grad_BK" not in keys:
-        keys["grad_BK"] = K_BLOCK if k_blocked else None
+        keys["grad_BK"] = (K_BLOCK_LOOPED if looped else K_BLOCK) if k_blocked else None
     try:
         return Tiling.of(**keys)
     except ValueError as e:
@@ -67,7 +67,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
             if unknown:
                 raise CodegenError(f"variant {v.name}: {field_name} names {unknown}, which no gradient kernel "
                                    f"computes (its lines: {sorted(t[2:] for t in printed)})")
-    tiling = tiling_of(v, bool(bw and bw.grad_kb))
+    tiling = tiling_of(v, bool(bw and bw.grad_kb), bool(bw and bw.grad_kb and bw.grad_kb.loop))
     if bw:
         if (tiling.grad_BK is None) != (bw.grad_kb is None):
             raise CodegenError(f"variant {v.name}: TILING grad_BK is {tiling.grad_BK!r}, but its gradient "

@@ -20,7 +20,7 @@ from ._runtime import (  # noqa: F401
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
-        grad_BV=128, grad_BK=64, grad_warps=8, grad_stages=1, prep_dots='tf32', scan_dots='input', out_dots='input',
+        grad_BV=128, grad_BK=32, grad_warps=8, grad_stages=1, prep_dots='tf32', scan_dots='input', out_dots='input',
         reverse_dots='input', gradv_dots='input', grad_dots='tf32', grad_gated='tf32x3', dh_store='input',
         autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('a', 'k'), ('b', 'k'), ('gk', 'gate_k'))
@@ -51,7 +51,7 @@ STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')], "hs1": [('_dstateh_kernel', '
 # tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
 # reduction, layout "vsum", only where one V block covers V), with the tiles written over
 # them: name -> layout
-NARROWED = {"dF": "chunk", "vr8": "vsum"}
+NARROWED = {"dF": "chunk", "dV2": "vcols", "hr0": "vcols", "vr0": "vsum", "vr5": "vsum", "vr6": "vsum", "vr8": "vsum"}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -521,8 +521,8 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs1, in_W, r_hr0, dh, dht, dh0, scale, T
 # one themselves in a loop over the V blocks (Variant.loop_reductions), and hold no
 # whole tile with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(k, gk, a, do, in_Gamma, in_E, in_W, in_C, in_ch0, r_dV2, w_vr2, w_vr7, w_vr8, h, dh, d_v, rng, scale,
-        T, NCH,
+def _dgradv_kernel(k, v, gk, a, do, in_Gamma, in_E, in_W, in_C, in_ch0, r_dV2, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5,
+        w_vr6, w_vr7, w_vr8, h, dh, d_v, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -567,6 +567,8 @@ def _dgradv_kernel(k, gk, a, do, in_Gamma, in_E, in_W, in_C, in_ch0, r_dV2, w_vr
             other=0.).to(tl.float32)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
+    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
+            & (o_v < V)[None, :], other=0.)
     b_Alpha_log = tl.load(gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
     b_Alpha_log_last = tl.load(gk + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :],
@@ -600,6 +602,8 @@ def _dgradv_kernel(k, gk, a, do, in_Gamma, in_E, in_W, in_C, in_ch0, r_dV2, w_vr
     #   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped] (a tile times a gate factor: the tile)
     b_Bl_c = (-b_A.to(tl.float32))
     b_Bl_f = (b_Gamma_log + (-b_Alpha_log))
+    # V1 = \mathbf{V}_{[t]}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
+    b_V1 = b_V
     # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top [program dplr_fla_chunk, under claims
     #   dplr.fla.O, dplr.fla.S.regrouped]
     b_V2 = (b_C - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
@@ -611,11 +615,42 @@ def _dgradv_kernel(k, gk, a, do, in_Gamma, in_E, in_W, in_C, in_ch0, r_dV2, w_vr
     #   §不包含外挂Gate的DPLR]
     b_dV1 = (tl.dot((b_K * tl.exp(b_hs0_f)).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2)
             + tl.dot(tl.trans(b_ch0).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+    # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim dplr.fla.dQl, 000_cb349aeede08771a.txt
+    #   §不包含外挂Gate的DPLR]
+    b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr0.to(w_vr0.dtype.element_ty))
+    # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top [claim dplr.fla.dQl, 000_cb349aeede08771a.txt
+    #   §不包含外挂Gate的DPLR]
+    b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr1.to(w_vr1.dtype.element_ty))
     # vr2 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],2}^\top [claim dplr.fla.dQl, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr2 = tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_V2).to(DT3).to(CT3), input_precision=PREC3)
     tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
             b_vr2.to(w_vr2.dtype.element_ty))
+    # vr3 = \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top [claim dplr.fla.dKr,
+    #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
+    b_vr3 = tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2), input_precision=PREC2).to(DT3).to(CT3),
+            tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr3.to(w_vr3.dtype.element_ty))
+    # vr4 = \mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C [claim dplr.fla.dKr, 000_cb349aeede08771a.txt
+    #   §不包含外挂Gate的DPLR]
+    b_vr4 = tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr4.to(w_vr4.dtype.element_ty))
+    # vr5 = \delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim dplr.fla.dW, 000_cb349aeede08771a.txt
+    #   §不包含外挂Gate的DPLR]
+    b_vr5 = tl.dot(b_dC.to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr5.to(w_vr5.dtype.element_ty))
+    # vr6 = \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top [claim dplr.fla.dE, 000_cb349aeede08771a.txt
+    #   §不包含外挂Gate的DPLR]
+    b_vr6 = tl.dot(b_dC.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr6 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr6.to(w_vr6.dtype.element_ty))
     # vr7 = \mathbf{V}_{[t],2} \delta \mathbf{S}_{[t]}^C [claim dplr.fla.dAr, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
     b_vr7 = tl.dot(b_V2.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
@@ -641,12 +676,12 @@ def _dgradv_kernel(k, gk, a, do, in_Gamma, in_E, in_W, in_C, in_ch0, r_dV2, w_vr
 # the C kernel computes the C x C tiles that depend on whole K rows (and the gradients
 # without a K dimension); the KB kernel, blocked over K, the gradients with one from them
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradc_kernel(k, gk, a, in_Gamma, in_E, w_dF, v, r_dV2, h, rng, scale, T, NCH,
+def _dgradc_kernel(k, gk, a, in_Gamma, in_E, r_vr5, r_vr6, w_dF, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                           NV: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr, BLOCKED: tl.constexpr):
+                           NV: tl.constexpr, BKF: tl.constexpr, BLOCKED: tl.constexpr):
     # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -678,31 +713,12 @@ def _dgradc_kernel(k, gk, a, in_Gamma, in_E, w_dF, v, r_dV2, h, rng, scale, T, N
             return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr5_sum = tl.zeros([BT, BK], dtype=tl.float32)
-    b_vr6_sum = tl.zeros([BT, BT], dtype=tl.float32)
-
-    for i_v in range(0, tl.cdiv(V, BV)):
-        o_v = i_v * BV + tl.arange(0, BV)
-        m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
-        p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
-        b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
-        b_dV2 = tl.load(r_dV2 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
-                other=0.).to(tl.float32)
-        b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
-                & (o_v < V)[None, :], other=0.)
-        # dC = \delta \mathbf{V}_{[t],2}   [claim dplr.fla.dC, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-        b_dC = b_dV2
-        # vr5 = \delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim dplr.fla.dW, 000_cb349aeede08771a.txt
-        #   §不包含外挂Gate的DPLR]
-        b_vr5 = tl.dot(b_dC.to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
-        # vr6 = \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top [claim dplr.fla.dE, 000_cb349aeede08771a.txt
-        #   §不包含外挂Gate的DPLR]
-        b_vr6 = tl.dot(b_dC.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
-        b_vr5_sum += b_vr5
-        b_vr6_sum += b_vr6
-    b_vr5 = b_vr5_sum
-    b_vr6 = b_vr6_sum
-    
+    b_vr5 = tl.load(r_vr5 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    for i_r in tl.static_range(1, NV):
+        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr6 = tl.load(r_vr6 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    for i_r in tl.static_range(1, NV):
+        b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Alpha_log = tl.load(gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
@@ -743,13 +759,13 @@ def _dgradc_kernel(k, gk, a, in_Gamma, in_E, w_dF, v, r_dV2, h, rng, scale, T, N
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr2, r_vr7, r_vr8, r_dF, v, do, r_dV2, h, dh, d_q, d_k, d_a, d_b,
-        d_gk, rng, scale, T, NCH,
+def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr7, r_vr8, r_dF, d_q,
+        d_k, d_a, d_b, d_gk, rng, scale, T, NCH,
                     H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                     PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                            NV: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr, BLOCKED: tl.constexpr):
+                            NV: tl.constexpr, BKF: tl.constexpr, BLOCKED: tl.constexpr):
     # one program per (K block of BK, chunk, batch*head); BKF: the padded K of the tiles in memory
     i_k, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -781,59 +797,24 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr2, r_vr7, r_vr8, r_dF, v
             return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr0_sum = tl.zeros([BT, BK], dtype=tl.float32)
-    b_vr1_sum = tl.zeros([BT, BT], dtype=tl.float32)
-    b_vr3_sum = tl.zeros([BT, BT], dtype=tl.float32)
-    b_vr4_sum = tl.zeros([BT, BK], dtype=tl.float32)
-    b_vr5_sum = tl.zeros([BT, BK], dtype=tl.float32)
-    b_E = tl.load(in_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None]
-            & (o_t >= 0)[None, :], other=0.)
-    for i_v in range(0, tl.cdiv(V, BV)):
-        o_v = i_v * BV + tl.arange(0, BV)
-        m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
-        p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
-        b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
-        b_ds = tl.load(dh + p_hs, mask=m_s, other=0.).to(tl.float32)
-        b_dV2 = tl.load(r_dV2 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
-                other=0.).to(tl.float32)
-        b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
-                & (o_v < V)[None, :], other=0.)
-        b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
-                mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        # V1 = \mathbf{V}_{[t]}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
-        b_V1 = b_V
-        # dC = \delta \mathbf{V}_{[t],2}   [claim dplr.fla.dC, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-        b_dC = b_dV2
-        # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim dplr.fla.dQl, 000_cb349aeede08771a.txt
-        #   §不包含外挂Gate的DPLR]
-        b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
-        # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],1}^\top [claim dplr.fla.dQl, 000_cb349aeede08771a.txt
-        #   §不包含外挂Gate的DPLR]
-        b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V1).to(DT).to(CT), input_precision=PREC)
-        # vr3 = \mathbf{E}_{[t]}^\top \delta \mathbf{C}_{[t]} \mathbf{V}_{[t]}^\top [claim dplr.fla.dKr,
-        #   000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-        b_vr3 = tl.dot(tl.dot(tl.trans(b_E).to(DT2).to(CT2), b_dC.to(DT2).to(CT2),
-                input_precision=PREC2).to(DT3).to(CT3),
-                tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
-        # vr4 = \mathbf{V}_{[t],1} \delta \mathbf{S}_{[t]}^C [claim dplr.fla.dKr, 000_cb349aeede08771a.txt
-        #   §不包含外挂Gate的DPLR]
-        b_vr4 = tl.dot(b_V1.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
-        # vr5 = \delta \mathbf{C}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim dplr.fla.dW, 000_cb349aeede08771a.txt
-        #   §不包含外挂Gate的DPLR]
-        b_vr5 = tl.dot(b_dC.to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
-        b_vr0_sum += b_vr0
-        b_vr1_sum += b_vr1
-        b_vr3_sum += b_vr3
-        b_vr4_sum += b_vr4
-        b_vr5_sum += b_vr5
-    b_vr0 = b_vr0_sum
-    b_vr1 = b_vr1_sum
-    b_vr3 = b_vr3_sum
-    b_vr4 = b_vr4_sum
-    b_vr5 = b_vr5_sum
+    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    for i_r in tl.static_range(1, NV):
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    for i_r in tl.static_range(1, NV):
+        b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     b_vr2 = tl.load(r_vr2 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
         b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr3 = tl.load(r_vr3 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    for i_r in tl.static_range(1, NV):
+        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr4 = tl.load(r_vr4 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    for i_r in tl.static_range(1, NV):
+        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr5 = tl.load(r_vr5 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    for i_r in tl.static_range(1, NV):
+        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     b_vr7 = tl.load(r_vr7 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
         b_vr7 += tl.load(r_vr7 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
@@ -1005,9 +986,8 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan, (), tune, restore=("r_hr0",)),
         Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
                True),
-        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, ("BV",), tune, True),
-        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, ("BV",),
-                tune,
+        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune, True),
+        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune,
                    True),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits, til.dh_store)
@@ -1107,7 +1087,8 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None, seqs=No
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
-    r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype
+    r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=q.dtype, device=q.device)
 
     r_dV2 = r_hr0     # written over hr0, read last by the kernel writing it
 
@@ -1181,7 +1162,8 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     # the V kernel reads it in fp32 too: in the inputs' dtype under TILING dh_store "input"
     dh = torch.empty(B, NT, H, K, V, dtype=spec.dh_type(q.dtype, []), device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
-    r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype
+    r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=q.dtype, device=q.device)
 
     r_dV2 = r_hr0     # written over hr0, read last by the kernel writing it
 
@@ -1194,23 +1176,35 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
 
     del r_hr0     # read by the reverse scan only
     NV, NCH, BKF = spec.NV, B * NT * H, BK
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
+    r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     r_vr2 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+    r_vr3 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+    r_vr4 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr5 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr6 = torch.empty(NV, B * NT * H, BT * BT, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     r_vr7 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr8 = torch.empty(NV, B * NT * H, BKF * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](k, gk, a, do, Gamma, E, W, C, ch0, r_dV2, r_vr2, r_vr7,
-            r_vr8, h, dh, d_v, rng, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](k, v, gk, a, do, Gamma, E, W, C, ch0, r_dV2, r_vr0,
+            r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, h, dh, d_v, rng, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
+    # read by the V kernel last: dropped before the K side's buffers are allocated (peak memory)
+    del dh, h, r_dV2
 
     
     # narrowed (Variant.narrowed): in the inputs' dtype
     r_dF = torch.empty(B * NT * H, BT * BT, dtype=q.dtype, device=q.device)
 
-    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, gk, a, Gamma, E, r_dF, v, r_dV2, h, rng, scale, T, NCH,
+    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, gk, a, Gamma, E, r_vr5, r_vr6, r_dF, rng, scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradc_kernel"].kwargs)
+    del r_vr6     # read by the C kernel last
     # per value head, in fp32, then summed over each query/key head's group
     d_q = empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
     # per value head, in fp32, then summed over each query/key head's group
@@ -1219,8 +1213,8 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     d_b = empty_like(b)
     d_gk = empty_like(gk)
 
-    spec["_dgradkb_kernel"].on(_dgradkb_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, gk, a, b, Gamma, E, r_vr2,
-            r_vr7, r_vr8, r_dF, v, do, r_dV2, h, dh, d_q, d_k, d_a, d_b, d_gk, rng, scale, T, NCH,
+    spec["_dgradkb_kernel"].on(_dgradkb_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, gk, a, b, Gamma, E, r_vr0,
+            r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr7, r_vr8, r_dF, d_q, d_k, d_a, d_b, d_gk, rng, scale, T, NCH,
                                                        H=H, HQ=HQ, **sq, **spec["_dgradkb_kernel"].kwargs)
     if H != HQ:
         d_q = d_q.view(B, T, HQ, H // HQ, K).sum(3).to(q.dtype)
@@ -1292,8 +1286,6 @@ def chunk_dplr_delta_rule(q, k, v, a, b, gk, scale=None, initial_state=None, out
                                chunk_size=chunk_size, keep=True, seqs=seqs)
         return o, state_layout_out(ht, v_first), state_layout_out(kept["h"], v_first)
     if needs_grad((q, k, v, a, b, gk), initial_state):
-        check_looped_k_block("chunk_dplr_delta_rule", q.device, q.shape[-1],
-                             launch_specs(q.dtype, q.device, q.shape[-1], v.shape[-1], chunk_size).BKB)
         o, ht = _Chunk.apply(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_size,
                              seqs, bool(opts.get("disable_recompute")))
     else:

@@ -21,7 +21,7 @@ from ._runtime import (  # noqa: F401
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
-        grad_BV=128, grad_BK=64, grad_warps=8, grad_stages=1, prep_dots='tf32', scan_dots='input', out_dots='input',
+        grad_BV=128, grad_BK=32, grad_warps=8, grad_stages=1, prep_dots='tf32', scan_dots='input', out_dots='input',
         reverse_dots='input', gradv_dots='input', grad_dots='tf32', grad_gated='tf32x3', dh_store='input',
         autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
@@ -71,7 +71,7 @@ STORED_TYPES = {"hs0": [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]}
 # tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
 # reduction, layout "vsum", only where one V block covers V), with the tiles written over
 # them: name -> layout
-NARROWED = {"dXt": "chunk", "vr5": "vsum"}
+NARROWED = {"dXt": "chunk", "vr2": "vsum", "vr3": "vsum", "vr5": "vsum"}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -489,7 +489,8 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T
 # one themselves in a loop over the V blocks (Variant.loop_reductions), and hold no
 # whole tile with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dU, w_vr1, w_vr4, w_vr5, w_vr6, h, dh, d_v, scale, T, NCH,
+def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dU, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5, w_vr6, h, dh, d_v,
+        scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -545,11 +546,26 @@ def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dU, w_vr1, w_vr4, w_vr5, w_
     # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top [program kda_chunk, under claims kda.O,
     #   kda.S.regrouped]
     b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
+    # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim kda.dQl, 001_ba6c617d0f1bc209.txt §对于 \(\delta
+    #   \mathbf{Q}_{[t]}\), line 118, row 1]
+    b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
+    tl.store(w_vr0 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr0.to(w_vr0.dtype.element_ty))
     # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top [claim kda.dQl, 001_ba6c617d0f1bc209.txt §对于 \(\delta
     #   \mathbf{Q}_{[t]}\), line 118, row 1]
     b_vr1 = tl.dot(b_dO.to(DT3).to(CT3), tl.trans(b_Vnew).to(DT3).to(CT3), input_precision=PREC3)
     tl.store(w_vr1 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
             b_vr1.to(w_vr1.dtype.element_ty))
+    # vr2 = \left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C} [claim kda.dW, 001_ba6c617d0f1bc209.txt
+    #   §对于 \(\delta \mathbf{W}_{[t]}\), line 87, row 1]
+    b_vr2 = tl.dot((-b_dU).to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr2 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
+            b_vr2.to(w_vr2.dtype.element_ty))
+    # vr3 = \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top [claim kda.dAt, 001_ba6c617d0f1bc209.txt §对于 \(\delta
+    #   \widetilde{\mathbf{A}}_{[t]}\) \(\delta \widetilde{\mathbf{X}}_{[t]}\), line 143, row 1]
+    b_vr3 = tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
+    tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]),
+            b_vr3.to(w_vr3.dtype.element_ty))
     # vr4 = \mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} [claim kda.dKr.corrected, 001_ba6c617d0f1bc209.txt §对于
     #   \(\delta \mathbf{K}_{[t]}\), line 230, row 1]
     b_vr4 = tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
@@ -576,12 +592,12 @@ def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dU, w_vr1, w_vr4, w_vr5, w_
 # the C kernel computes the C x C tiles that depend on whole K rows (and the gradients
 # without a K dimension); the KB kernel, blocked over K, the gradients with one from them
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr6, w_dXt, v, r_dU, h, d_beta, rng, scale, T, NCH,
+def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                           NV: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr, BLOCKED: tl.constexpr):
+                           NV: tl.constexpr, BKF: tl.constexpr, BLOCKED: tl.constexpr):
     # one program per (chunk, batch*head)
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -613,28 +629,12 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr6, w_dXt, v, r_dU, h, d_beta, r
             return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr2_sum = tl.zeros([BT, BK], dtype=tl.float32)
-    b_vr3_sum = tl.zeros([BT, BT], dtype=tl.float32)
-
-    for i_v in range(0, tl.cdiv(V, BV)):
-        o_v = i_v * BV + tl.arange(0, BV)
-        m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
-        p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
-        b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
-        b_dU = tl.load(r_dU + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
-                other=0.).to(tl.float32)
-        b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
-                & (o_v < V)[None, :], other=0.)
-        # vr2 = \left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C} [claim kda.dW, 001_ba6c617d0f1bc209.txt
-        #   §对于 \(\delta \mathbf{W}_{[t]}\), line 87, row 1]
-        b_vr2 = tl.dot((-b_dU).to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
-        # vr3 = \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top [claim kda.dAt, 001_ba6c617d0f1bc209.txt §对于 \(\delta
-        #   \widetilde{\mathbf{A}}_{[t]}\) \(\delta \widetilde{\mathbf{X}}_{[t]}\), line 143, row 1]
-        b_vr3 = tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
-        b_vr2_sum += b_vr2
-        b_vr3_sum += b_vr3
-    b_vr2 = b_vr2_sum
-    b_vr3 = b_vr3_sum
+    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    for i_r in tl.static_range(1, NV):
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    b_vr3 = tl.load(r_vr3 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    for i_r in tl.static_range(1, NV):
+        b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     b_vr6 = tl.load(r_vr6 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
         b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
@@ -691,13 +691,13 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr6, w_dXt, v, r_dU, h, d_beta, r
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr4, r_vr5, r_dXt, do, r_dU, h, d_q, d_k, d_g, rng, scale, T,
+def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, rng, scale, T,
         NCH,
                     H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                     PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                            NV: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr, BLOCKED: tl.constexpr):
+                            NV: tl.constexpr, BKF: tl.constexpr, BLOCKED: tl.constexpr):
     # one program per (K block of BK, chunk, batch*head); BKF: the padded K of the tiles in memory
     i_k, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -729,31 +729,15 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr4, r_vr5, r_dXt, do,
             return
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
-    b_vr0_sum = tl.zeros([BT, BK], dtype=tl.float32)
-    b_vr2_sum = tl.zeros([BT, BK], dtype=tl.float32)
-
-    for i_v in range(0, tl.cdiv(V, BV)):
-        o_v = i_v * BV + tl.arange(0, BV)
-        m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
-        p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
-        b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
-        b_dU = tl.load(r_dU + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
-                other=0.).to(tl.float32)
-        b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
-                mask=m_r[:, None] & (o_v < V)[None, :], other=0.)
-        # vr0 = \delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} [claim kda.dQl, 001_ba6c617d0f1bc209.txt §对于
-        #   \(\delta \mathbf{Q}_{[t]}\), line 118, row 1]
-        b_vr0 = tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC)
-        # vr2 = \left(-\delta \mathbf{U}_{[t]}\right) \mathbf{S}_{[t-1]}^{C} [claim kda.dW, 001_ba6c617d0f1bc209.txt
-        #   §对于 \(\delta \mathbf{W}_{[t]}\), line 87, row 1]
-        b_vr2 = tl.dot((-b_dU).to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
-        b_vr0_sum += b_vr0
-        b_vr2_sum += b_vr2
-    b_vr0 = b_vr0_sum
-    b_vr2 = b_vr2_sum
+    b_vr0 = tl.load(r_vr0 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    for i_r in tl.static_range(1, NV):
+        b_vr0 += tl.load(r_vr0 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     b_vr1 = tl.load(r_vr1 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
         b_vr1 += tl.load(r_vr1 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
+    b_vr2 = tl.load(r_vr2 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
+    for i_r in tl.static_range(1, NV):
+        b_vr2 += tl.load(r_vr2 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     b_vr4 = tl.load(r_vr4 + p_c * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
         b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
@@ -893,9 +877,8 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan, (), tune, restore=("r_hr0",)),
         Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
                False),
-        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, ("BV",), tune, True),
-        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, ("BV",),
-                tune,
+        Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune, True),
+        Launch("_dgradkb_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK), *grad, (), tune,
                    True),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits, til.dh_store)
@@ -1061,7 +1044,12 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
 
     del r_hr0     # read by the reverse scan only
     NV, NCH, BKF = spec.NV, B * NT * H, BK
+    r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr3 = torch.empty(NV, B * NT * H, BT * BT, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     r_vr4 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr5 = torch.empty(NV, B * NT * H, BKF * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
@@ -1069,29 +1057,29 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](v, beta, do, At, W, U, r_dU, r_vr1, r_vr4, r_vr5, r_vr6,
-            h, dh, d_v, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](v, beta, do, At, W, U, r_dU, r_vr0, r_vr1, r_vr2, r_vr3,
+            r_vr4, r_vr5, r_vr6, h, dh, d_v, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     # read by the V kernel last: dropped before the K side's buffers are allocated (peak memory)
-    del dh
+    del dh, h, r_dU
 
     d_beta = empty_like(beta)
 
     # narrowed (Variant.narrowed): in the inputs' dtype
     r_dXt = torch.empty(B * NT * H, BT * BT, dtype=q.dtype, device=q.device)
 
-    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, beta, Gamma, At, r_vr6, r_dXt, v, r_dU, h, d_beta, rng,
+    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, beta, Gamma, At, r_vr2, r_vr3, r_vr6, r_dXt, d_beta, rng,
             scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradc_kernel"].kwargs)
-    del r_vr6     # read by the C kernel last
+    del r_vr3, r_vr6     # read by the C kernel last
     # per value head, in fp32, then summed over each query/key head's group
     d_q = empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
     # per value head, in fp32, then summed over each query/key head's group
     d_k = empty(B, T, H, K, dtype=torch.float32 if H != HQ else k.dtype, device=q.device)
     d_g = empty_like(g)
 
-    spec["_dgradkb_kernel"].on(_dgradkb_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, beta, Gamma, At, r_vr1,
-            r_vr4, r_vr5, r_dXt, do, r_dU, h, d_q, d_k, d_g, rng, scale, T, NCH,
+    spec["_dgradkb_kernel"].on(_dgradkb_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, beta, Gamma, At, r_vr0,
+            r_vr1, r_vr2, r_vr4, r_vr5, r_dXt, d_q, d_k, d_g, rng, scale, T, NCH,
                                                        H=H, HQ=HQ, **sq, **spec["_dgradkb_kernel"].kwargs)
     if H != HQ:
         d_q = d_q.view(B, T, HQ, H // HQ, K).sum(3).to(q.dtype)
@@ -1161,8 +1149,6 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
                                chunk_size=chunk_size, keep=True, seqs=seqs)
         return o, state_layout_out(ht, v_first), state_layout_out(kept["h"], v_first)
     if needs_grad((q, k, v, g, beta), initial_state):
-        check_looped_k_block("chunk_kda", q.device, q.shape[-1],
-                             launch_specs(q.dtype, q.device, q.shape[-1], v.shape[-1], chunk_size).BKB)
         o, ht = _Chunk.apply(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_size,
                              seqs, bool(opts.get("disable_recompute")))
     else:
