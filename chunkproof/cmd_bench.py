@@ -18,8 +18,8 @@ def add_parser(sub):
                                    "forward and forward + backward; ours and FLA's each through a correctness "
                                    "gate against the fp64 recurrence before they are timed (docs/bench.md).")
     p.add_argument("--variant", action="append", default=[],
-                   help="a generated variant (gla, gated_delta_rule, kda, dplr_delta_rule, ...), comma-separated "
-                        "or repeated, or all (the default)")
+                   help="a generated variant (gla, gated_delta_rule, kda, dplr_delta_rule, ...) or a derivation "
+                        "file (its kernels printed first), comma-separated or repeated, or all (the default)")
     p.add_argument("--mode", choices=["fwd", "fwd+bwd", "both"], default="both")
     p.add_argument("--shapes", default=None, metavar="BxTxHxD,...",
                    help=f"default {DEFAULT_SHAPES} ({INTERPRET_SHAPES} with --interpret)")
@@ -58,7 +58,10 @@ def add_parser(sub):
     return p
 
 
-def _variants(given):
+def _variants(given, files=True):
+    """The variants to time: bundled names or functions, ``all``, and derivation files
+    (kept as their paths: _registered prints their kernels; ``files`` False refuses
+    them: --merge reads rows, it prints nothing)."""
     from chunkproof.derivations.loader import InputError
     from chunkproof.fuzz.cases import API, VARIANTS
     by_func = {f: n for n, f in API.items()}
@@ -70,13 +73,28 @@ def _variants(given):
             elif v in VARIANTS or v in by_func:
                 names.append(by_func.get(v, v))
             elif v.endswith(".py") or os.path.exists(v):
-                raise InputError(
-                    f"--variant {v}: a derivation file; `chunkproof gen` prints kernels only for the variants "
-                    f"of codegen/variants.py ({', '.join(VARIANTS)}) and cannot print a module from a user's "
-                    f"derivation yet, so there is no kernel of it to time (`chunkproof verify {v}` checks its claims)")
+                if not files:
+                    raise InputError(f"--variant {v}: with --merge, name a derivation's kernels by their module "
+                                     f"names (the rows' variant column), not by its file")
+                if not os.path.isfile(v):
+                    raise InputError(f"--variant {v}: no such derivation file")
+                names.append(v)
             else:
                 raise InputError(f"unknown variant {v!r} (variants: {', '.join(VARIANTS)}, or all)")
     return list(dict.fromkeys(names))
+
+
+def _registered(names, say):
+    """``names`` with each derivation file replaced by its kernels' names, printed by
+    `chunkproof gen` and registered as `chunkproof fuzz FILE.py` does (chunkproof.fuzz.user)."""
+    out = []
+    for v in names:
+        if v.endswith(".py") or os.path.exists(v):
+            from chunkproof.fuzz.user import register
+            out += register(v, progress=say)
+        else:
+            out.append(v)
+    return list(dict.fromkeys(out))
 
 
 def _environment(args):
@@ -104,6 +122,7 @@ def _merge(args):
     import json
     from chunkproof.bench import report
     from chunkproof.derivations.loader import InputError
+    order = _variants(args.variant, files=False)
     docs = []
     for path in args.merge:
         try:
@@ -114,7 +133,7 @@ def _merge(args):
         if doc.get("schema") != report.SCHEMA:
             raise InputError(f"--merge {path}: not a `chunkproof bench` JSON ({report.SCHEMA})")
         docs.append(doc)
-    doc = report.merge(docs, _variants(args.variant))
+    doc = report.merge(docs, order)
     if args.output or not any(d["meta"].get("interpreter") for d in docs):
         report.write_json(args.output or DEFAULT_OUT, doc)
     sys.stdout.write(report.table(doc))
@@ -141,11 +160,18 @@ def cmd_bench(args):
             raise InputError(f"{name} must be at least 1, got {value}")
     if args.budget is not None and args.budget < 0 or args.bandwidth is not None and args.bandwidth <= 0:
         raise InputError("--budget must be >= 0 and --bandwidth > 0")
-    _environment(args)
+    _environment(args)     # before a derivation file's kernels import triton
     import torch
     if not args.interpret and not torch.cuda.is_available():
         raise InputError("no CUDA GPU here: `chunkproof bench` times compiled kernels on a GPU "
                          "(--interpret runs the pipeline under Triton's CPU interpreter at tiny shapes, as a test)")
+    from chunkproof.codegen.plan import Refused
+    try:
+        variants = _registered(variants, None if args.quiet else (lambda m: print(f"chunkproof bench: {m}",
+                                                                                  file=sys.stderr, flush=True)))
+    except Refused as e:
+        sys.stderr.write(f"chunkproof bench: refused: {e}\n")
+        return 1
     return _run(args, variants, shapes)
 
 

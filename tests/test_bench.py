@@ -222,7 +222,9 @@ def test_merge_orders_rows_and_keeps_the_schema(capsys, tmp_path):
     (["--shapes", "4x4096x16"], "is not BxTxHxD"),
     (["--shapes", "4x4096x16x0"], "is not BxTxHxD"),
     (["--variant", "no_such_variant"], "unknown variant 'no_such_variant'"),
-    (["--variant", "derivations/examples/mamba2.py"], "cannot print a module from a user's derivation"),
+    (["--interpret", "--variant", "derivations/examples/mamba2.py"], "declares no kernel"),
+    (["--variant", "no/such/derivation.py"], "no such derivation file"),
+    (["--merge", "x.json", "--variant", "derivations/examples/mamba2.py"], "with --merge, name a derivation's"),
     (["--interpret", "--shapes", "4x4096x16x128"], "too large for Triton's interpreter"),
     (["--gate-t", "0"], "--gate-t must be at least 1"),
     (["--merge", "no/such/file.json"], "--merge no/such/file.json"),
@@ -256,3 +258,26 @@ def test_gpu_bench_script_parses():
     import subprocess
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     assert subprocess.run(["bash", "-n", os.path.join(root, "benchmarks", "gpu_bench.sh")]).returncode == 0
+
+
+@interpreter
+def test_a_derivation_file_is_printed_gated_and_timed(capsys, tmp_path, fake_fla):
+    # `chunkproof bench FILE.py`: its kernels printed by gen and registered (as `chunkproof
+    # fuzz FILE.py` does), gated against the file's own recurrence; FLA has no op of it
+    from chunkproof.codegen import variants
+    from chunkproof.fuzz import cases
+    data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "deltanet_forward_only.py")
+    path = tmp_path / "u.json"
+    before = list(cases.VARIANTS)
+    try:
+        code, _, err = bench(capsys, "--variant", data, "--mode", "fwd", "--no-sdpa", "-o", str(path))
+    finally:      # registered for this test only: later tests' `all` is the bundled variants
+        for n in [n for n in cases.VARIANTS if n not in before]:
+            cases.VARIANTS.remove(n)
+            cases.API.pop(n, None)
+            variants.BY_NAME.pop(n, None)
+    doc = json.loads(path.read_text())
+    (row,) = doc["rows"]
+    assert code == 0 and row["variant"] == "my_deltanet" and row["ours_ms"] > 0, err
+    assert row["max_rel_err_ours"] < 5e-2 and row["fla_ms"] is None
+    assert "fla: FLA has no op of my_deltanet" in doc["details"][0]["notes"]

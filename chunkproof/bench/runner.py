@@ -149,8 +149,11 @@ class Bench:
         xp, dop = (x, do) if t == T else (inputs.first_steps(x, t), do[:, :t].contiguous())
         ref = gate.Reference(variant, xp, h0, dop, dht, scale)
         makers = [("ours", lambda: sides.ours(variant))]
-        if self.o.fla:
+        if self.o.fla and variant in fla.ENTRY:
             makers.append(("fla", lambda: sides.FLASide(variant, self.o.fla_force)))
+        elif self.o.fla:     # a user's derivation, or a variant FLA has no op of
+            for _, det in recs:
+                det["notes"].append(f"fla: FLA has no op of {variant}")
         for (row, det), mode in zip(recs, self.o.modes):
             row["floor_ms"] = (metrics.forward_bytes(x, h0) if mode == "fwd" else metrics.fwd_bwd_bytes(x, h0)) \
                 / self.bandwidth * 1e3
