@@ -419,23 +419,25 @@ def test_kernel_bytes_records_every_launch_without_running_one(bench_path, monke
     assert times["_dgradk_kernel"] == 1142.6 and "| all |" in KB.table(per, times)
 
 
-@pytest.mark.parametrize("variant, dh_at_k", [("gla", True), ("gated_delta_rule", False), ("rwkv6", True)])
-def test_backward_drops_each_buffer_after_its_last_reader(bench_path, variant, dh_at_k):
+@pytest.mark.parametrize("variant, dh_at_k, vr0_passed", [("gla", True, False), ("gated_delta_rule", False, False),
+                                                          ("rwkv6", True, False), ("kda", False, True)])
+def test_backward_drops_each_buffer_after_its_last_reader(bench_path, variant, dh_at_k, vr0_passed):
     # peak memory: the host drops dh after the last kernel reading it and allocates each
     # gradient just before the kernel writing it.  GLA's and RWKV-6's K kernel reads dh in
-    # its V loop (Variant.loop_reductions: V delta S^T); Gated DeltaNet's V kernel reads it
-    # last, and its K side's dq and dk are allocated after it.  The allocations are
-    # counted with the kernels stood in for (kernel_bytes.peak_memory, which reproduced
-    # the H200's peaks of 2026-12-04: 2065 MiB for Gated DeltaNet, 1488 for RWKV-6)
+    # its V loop (Variant.loop_reductions: V delta S^T); Gated DeltaNet's C kernel reads it
+    # last, and its KB kernel's dq and dk are allocated after it; KDA's V kernel reads it
+    # last.  The allocations are counted with the kernels stood in for
+    # (kernel_bytes.peak_memory, which reproduced the H200's peaks of 2026-12-04: 2065 MiB
+    # for Gated DeltaNet, 1488 for RWKV-6)
     import kernel_bytes as KB
     base, peak, alive = KB.peak_memory(variant, (1, 70, 2, 16))
     seen = KB.peak_memory.last.alive_at
     assert base > 0 and peak > 0 and alive
     assert "dh" in seen["d_v"]
     assert all(("dh" in seen[g]) == dh_at_k for g in ("d_q", "d_k")), {g: seen[g] for g in ("d_q", "d_k")}
-    # a V reduction the K kernel forms itself (vr0, delta O S_[t-1]) has no buffer; the
-    # split K side reads it from one
-    assert any("r_vr0" in names for names in seen.values()) == (not dh_at_k)
+    # a V reduction the K side forms itself (vr0, delta O S_[t-1]) has no buffer; a
+    # vector-gated split K side (KDA) reads it from one
+    assert any("r_vr0" in names for names in seen.values()) == vr0_passed
 
 
 @pytest.mark.parametrize("variant, freed", [("gla", "hs0"), ("gated_delta_rule", "At"), ("kda", "hs0")])
