@@ -85,15 +85,15 @@ def _variants(given, files=True):
 
 
 def _registered(names, say):
-    """``names`` with each derivation file replaced by its kernels' names, printed by
-    `chunkproof gen` and registered as `chunkproof fuzz FILE.py` does (chunkproof.fuzz.user)."""
+    """``names`` (as _variants gives them) with each derivation file replaced by its
+    kernels' names, printed by `chunkproof gen` and registered as `chunkproof fuzz
+    FILE.py` does (chunkproof.fuzz.user)."""
+    from chunkproof.fuzz.cases import VARIANTS
+    from chunkproof.fuzz.user import register
+    bundled = set(VARIANTS)     # _variants let through bundled names and files alone
     out = []
     for v in names:
-        if v.endswith(".py") or os.path.exists(v):
-            from chunkproof.fuzz.user import register
-            out += register(v, progress=say)
-        else:
-            out.append(v)
+        out += [v] if v in bundled else register(v, progress=say)
     return list(dict.fromkeys(out))
 
 

@@ -35,13 +35,13 @@ def _env() -> jinja2.Environment:
                               lstrip_blocks=True, keep_trailing_newline=True)
 
 
-def tiling_of(v: Variant, k_blocked: bool = False, looped: bool = False) -> Tiling:
+def tiling_of(v: Variant, kb=None) -> Tiling:
     """The variant's tiling, validated: a missing, unknown or ill-valued key names it.
-    A tiling without grad_BK takes it from the structure (``k_blocked``: the gradient
-    stage has a K-blocked kernel; ``looped``: with a V loop)."""
+    A tiling without grad_BK takes it from the structure (``kb``: the gradient stage's
+    K-blocked kernel, an emit.Stage, or None where it has none)."""
     keys = dict(v.tiling)
     if "grad_BK" not in keys:
-        keys["grad_BK"] = (K_BLOCK_LOOPED if looped else K_BLOCK) if k_blocked else None
+        keys["grad_BK"] = None if kb is None else K_BLOCK_LOOPED if kb.loop else K_BLOCK
     try:
         return Tiling.of(**keys)
     except ValueError as e:
@@ -67,7 +67,7 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
             if unknown:
                 raise CodegenError(f"variant {v.name}: {field_name} names {unknown}, which no gradient kernel "
                                    f"computes (its lines: {sorted(t[2:] for t in printed)})")
-    tiling = tiling_of(v, bool(bw and bw.grad_kb), bool(bw and bw.grad_kb and bw.grad_kb.loop))
+    tiling = tiling_of(v, bw.grad_kb if bw else None)
     if bw:
         if (tiling.grad_BK is None) != (bw.grad_kb is None):
             raise CodegenError(f"variant {v.name}: TILING grad_BK is {tiling.grad_BK!r}, but its gradient "

@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from chunkproof.fuzz.cases import VARIANTS, make_inputs, module
+from chunkproof.fuzz.cases import VARIANTS, kernel, make_inputs, module
 from chunkproof.fuzz.memcheck import bounds_checked
 
 
@@ -30,8 +30,7 @@ def test_an_access_past_a_buffer_is_named():
 
 
 def _fwd_bwd(name, args, h0, **kw):
-    m = module(name)
-    fn = getattr(m, next(f for f in dir(m) if f.startswith("chunk_")))
+    fn = kernel(name)
     leaves = [a.detach().requires_grad_() for a in args]
     h = h0.detach().requires_grad_()
     o, ht = fn(*leaves, initial_state=h, output_final_state=True, **kw)
