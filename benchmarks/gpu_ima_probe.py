@@ -12,7 +12,8 @@ generated_kernels/ on the device; main's delta rules have none, docs/measurement
     python benchmarks/gpu_ima_probe.py VARIANT [CONFIG ...]    (default: every CONFIG)
 
 Each configuration's whole output goes to $OUT/probe.VARIANT.CONFIG.log (OUT default
-/tmp/out), and gets PROBE_TIMEOUT seconds (default 150).
+/tmp/out), and gets PROBE_TIMEOUT seconds (default 150).  PROBE_SHAPE=B,T,H,K,V changes the
+shape (default 4,4096,16,128,128); PROBE_TIME=0 skips the timing.
 
 CONFIG: asis (autotune as generated), fixed8 / fixed4 / fixed2 (autotune off, the gradient
 kernels at 8 / 4 / 2 warps, the loops' V block = grad_BV; FLA keeps some of its Hopper
@@ -22,10 +23,11 @@ several products over 32-wide K blocks at 4 warps), loopbv (autotune over warps 
 block not tuned), half8 (autotune off, 8 warps, the loops at half the V block)."""
 import dataclasses
 import os
-import shutil
 import subprocess
 import sys
 import time
+
+from chunkproof.bench.isolated import run_isolated, split_tool
 
 CONFIGS = ("asis", "fixed8", "fixed4", "fixed2", "bk64", "bk128", "loopbv", "half8")
 
@@ -56,7 +58,8 @@ def run(variant, config, timed=False):
            "bk64": dict(autotune=False, grad_warps=8, grad_BK=64),
            "bk128": dict(autotune=False, grad_warps=8, grad_BK=128),
            "half8": dict(autotune=False, grad_warps=8)}.get(config, {})
-    x, h0, do, dht = inputs.bench_case(variant, 4, 4096, 16, 128, 128, seed=0)
+    B, T, H, K, V = (int(n) for n in os.environ.get("PROBE_SHAPE", "4,4096,16,128,128").split(","))
+    x, h0, do, dht = inputs.bench_case(variant, B, T, H, K, V, seed=0)
     x = {k: t.cuda() for k, t in x.items()}
     h0, do, dht = h0.cuda(), do.cuda(), dht.cuda()
     fn = cases.kernel(variant)
@@ -80,32 +83,23 @@ def main():
         run(sys.argv[1], sys.argv[3], timed=sys.argv[2] == "--timed")
         return
     variant, configs = sys.argv[1], sys.argv[2:] or CONFIGS
-    env = dict(os.environ, CUDA_LAUNCH_BLOCKING="1")
     out = os.environ.get("OUT", "/tmp/out")
     os.makedirs(out, exist_ok=True)
     for c in configs:
-        cmd = [sys.executable, __file__, variant, "--one", c.removeprefix("san:")]
-        if c.startswith("san:"):
-            san = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
-            if not os.path.exists(san):
-                print(f"{variant} {c}: no compute-sanitizer on this machine", flush=True)
-                continue
-            cmd = [san, "--tool", "memcheck", "--print-limit", "20"] + cmd
+        tool, bare = split_tool(c)
         t0 = time.time()
-        try:
-            p = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                               timeout=float(os.environ.get("PROBE_TIMEOUT", 150)))
-            text, rc = p.stdout + p.stderr, p.returncode
-        except subprocess.TimeoutExpired as e:
-            text = "".join(t if isinstance(t, str) else t.decode(errors="replace") for t in (e.stdout, e.stderr) if t)
-            text, rc = text + "\n(timed out)", "timeout"
+        text, rc = run_isolated([sys.executable, __file__, variant, "--one", bare], tool,
+                                float(os.environ.get("PROBE_TIMEOUT", 150)))
+        if rc is None:
+            print(f"{variant} {c}: {text}", flush=True)
+            continue
         with open(os.path.join(out, f"probe.{variant}.{c.replace(':', '_')}.log"), "w") as f:
             f.write(text)
         tail = text.strip().splitlines()
         launch = [ln.strip() for ln in tail if "_kernel" in ln and ("spec[" in ln or "launch" in ln)]
         print(f"{variant} {c}: {time.time() - t0:.0f} s, rc={rc}; " + (tail[-1] if rc == 0 else
               f"last launch: {launch[-1] if launch else '?'}; {tail[-1] if tail else ''}"), flush=True)
-        if rc == 0 and not c.startswith("san:"):
+        if rc == 0 and not tool and os.environ.get("PROBE_TIME", "1") != "0":
             try:
                 p = subprocess.run([sys.executable, __file__, variant, "--timed", c], capture_output=True, text=True,
                                    timeout=float(os.environ.get("PROBE_TIMEOUT", 150)))

@@ -291,10 +291,27 @@ def effective_tiling(tiling, dtype, K, V):
     return tiling.for_inputs(dtype == torch.float32, max(K, V) > 128, max(K, V) > 256)
 
 
+# Triton miscompiles, on Hopper GPUs, some kernels of several products with K or V
+# blocks of 32 and chunks of 64 rows (KDA's and DPLR's output kernel at 4 warps: wrong
+# outputs or an illegal memory access; docs/measurements.md, "Blocks of 32 on Hopper"):
+# there the blocks of such chunks are at least this (masked past the head size), and
+# autotune is not offered narrower V blocks
+HOPPER_MIN_BLOCK = 64
+
+
+def _on_hopper():
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+
+
+def _least_block(chunk_size):
+    return HOPPER_MIN_BLOCK if chunk_size >= 64 and _on_hopper() else 16
+
+
 def block_sizes(K, V, chunk_size, bv):
-    bk = max(16, triton.next_power_of_2(K))
-    bv_full = max(16, triton.next_power_of_2(V))
-    return chunk_size, bk, bv_full, min(bv, bv_full)
+    least = _least_block(chunk_size)
+    bk = max(least, triton.next_power_of_2(K))
+    bv_full = max(least, triton.next_power_of_2(V))
+    return chunk_size, bk, bv_full, min(max(bv, least), bv_full)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -332,12 +349,14 @@ class Launch:
 
     def configs(self):
         """(constexprs, num_warps, num_stages) of the stated configuration, the other of 4
-        and 8 warps, and each with half the V block where BV is tuned (not below 16)."""
+        and 8 warps, and each with half the V block where BV is tuned (not below 16; on a
+        Hopper GPU not below HOPPER_MIN_BLOCK for chunks of 64 or more)."""
         warps = [self.num_warps] + [w for w in (4, 8) if w != self.num_warps][:1]
         blocks = [{}]
         if "BV" in self.tuned:
             bv = self.constexprs["BV"]
-            blocks = [{"BV": bv}] + ([{"BV": bv // 2}] if bv >= 32 else [])
+            least = _least_block(self.constexprs.get("BT", 0))
+            blocks = [{"BV": bv}] + ([{"BV": bv // 2}] if bv // 2 >= least else [])
         return [(b, w, self.num_stages) for b in blocks for w in warps]
 
     def on(self, fn):
@@ -439,7 +458,8 @@ def fitted_grad_bv(func, dtype, device, K, V, asked, tiling=None):
 
 def cached_specs(launch_specs):
     """A module's launch_specs, computed once per distinct call: it is a function of its
-    arguments, the module's TILING in force and the gradient V blocks fitted so far, and
+    arguments, the module's TILING in force, the gradient V blocks fitted so far and
+    whether the current GPU is a Hopper one (block_sizes), and
     building it (the tiling's checks, a Launch per kernel) took most of the host's time
     of a call."""
     cache = {}
@@ -447,7 +467,8 @@ def cached_specs(launch_specs):
     @functools.wraps(launch_specs)
     def specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False):
         til = launch_specs.__globals__["TILING"] if tiling is None else tiling
-        key = (dtype, str(torch.device(device)), K, V, chunk_size, til, varlen, frozenset(_FITTED_GRAD_BV.items()))
+        key = (dtype, str(torch.device(device)), K, V, chunk_size, til, varlen, frozenset(_FITTED_GRAD_BV.items()),
+               _on_hopper())
         if key not in cache:
             cache[key] = launch_specs(dtype, device, K, V, chunk_size, til, varlen)
         return cache[key]
@@ -517,7 +538,9 @@ def check_looped_k_block(func, device, K, BKB):
     if torch.cuda.get_device_capability(device)[0] != 9:
         return
     fix = (f"set TILING grad_BK to {HOPPER_MIN_LOOPED_K_BLOCK} or more (tiling_override)" if K >= HOPPER_MIN_LOOPED_K_BLOCK
-           else f"heads of K >= {HOPPER_MIN_LOOPED_K_BLOCK} run; for the forward alone call it under torch.no_grad()")
+           else f"heads of K >= {HOPPER_MIN_LOOPED_K_BLOCK}, or 16-bit inputs (their K block is padded to "
+                f"{HOPPER_MIN_BLOCK}) with TILING grad_BK {HOPPER_MIN_LOOPED_K_BLOCK} or more, run; for the forward alone "
+                f"call it under torch.no_grad()")
     _fail(func, f"the backward's K-blocked gradient kernel would run K blocks of {BKB} (K = {K}), which Triton "
                 f"miscompiles on Hopper GPUs (an illegal memory access or non-finite gradients); {fix}")
 

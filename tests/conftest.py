@@ -7,6 +7,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from tests.cuda_context import pytest_runtest_makereport, pytest_runtest_protocol  # noqa: E402, F401 (hooks)
+
 # Under pytest-xdist the workers already fill the cores: OpenBLAS's pool (numpy, and so
 # the Triton interpreter's products) and torch's would put several spinning threads on
 # each.  OpenBLAS reads its variable when numpy loads; the variables are removed again
@@ -51,3 +53,4 @@ def _verdicts_shared_by_the_workers(tmp_path_factory):
     helpers.SHARED_DIR = str(shared)
     yield
     helpers.SHARED_DIR = None
+

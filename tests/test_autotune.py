@@ -104,3 +104,64 @@ def test_a_v_loop_at_half_the_v_block_computes_the_same(name, monkeypatch):
         assert rel_rms(b, a) < 1e-6
     for n in want[2]:
         assert rel_rms(got[2][n], want[2][n]) < 1e-6, n
+
+
+@pytest.mark.parametrize("major, halved", [(9, False), (8, True), (10, True)])
+def test_on_hopper_autotune_is_not_offered_v_blocks_of_32(monkeypatch, major, halved):
+    # Triton miscompiles KDA's and DPLR's output kernel at V blocks of 32 with 64-row
+    # chunks on Hopper (docs/measurements.md, "Blocks of 32 on Hopper"): there the half V
+    # block is offered only down to 64; fp32 inputs' 32-row chunks keep it
+    rt = _runtime()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (major, 0))
+    for name in ("kda", "dplr_delta_rule", "gla"):
+        m = cases.module(name)
+        monkeypatch.setattr(m, "autotuning", lambda til, dev: True)
+        for dtype, V in ((torch.bfloat16, 128), (torch.bfloat16, 64), (torch.float32, 128)):
+            spec = m.launch_specs(dtype, torch.device("cpu"), 128, V)
+            for kname in ("_state_kernel", "_out_kernel"):
+                launch = spec[kname]
+                blocks = sorted({b["BV"] for b, _, _ in launch.configs()})
+                bv = launch.constexprs["BV"]
+                least = 16 if halved or launch.constexprs["BT"] < 64 else rt.HOPPER_MIN_BLOCK
+                want = [bv // 2, bv] if bv // 2 >= least else [bv]
+                assert blocks == want, (name, dtype, V, kname, blocks)
+                if major == 9 and dtype != torch.float32:
+                    assert 32 not in blocks, (name, V, kname, blocks)
+
+
+@pytest.mark.parametrize("major", [9, 8])
+def test_on_hopper_heads_of_32_take_blocks_of_64(monkeypatch, major):
+    # the same miscompile at heads of V = 32 (K = 128): on Hopper the K and V blocks of
+    # 64-row chunks are padded to 64 (masked past the head); fp32's 32-row chunks are not
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (major, 0))
+    least = 64 if major == 9 else 32
+    for name in ("kda", "gated_delta_rule"):
+        m = cases.module(name)
+        for K, V in ((128, 32), (32, 32), (32, 128)):
+            spec = m.launch_specs(torch.bfloat16, torch.device("cpu"), K, V)
+            assert (spec.BK, spec.BV_full) == (max(least, K), max(least, V)), (name, K, V, spec)
+            assert spec.BV >= least and spec.BVG >= least, (name, K, V, spec)
+            assert spec.BKB is None or spec.BKB >= min(least, m.TILING.grad_BK), (name, K, V, spec)
+            spec = m.launch_specs(torch.float32, torch.device("cpu"), K, V)
+            assert (spec.BK, spec.BV_full) == (K, V), (name, K, V, spec)
+
+
+def test_blocks_padded_past_the_heads_compute_the_same(monkeypatch):
+    # what Hopper's padding runs, under the interpreter: KDA at K = V = 32 with K and V
+    # blocks of 64, against its stated blocks of 32
+    from chunkproof.bench.calls import fwd_bwd_state
+    from chunkproof.bench.inputs import fuzz_case
+    rt = _runtime()
+    x, h0, do, dht = fuzz_case("kda", 1, 70, 2, 32, 32, seed=5, dtype=torch.bfloat16)
+    fn = cases.kernel("kda")
+    want = fwd_bwd_state(fn, x, h0, do, dht)
+    monkeypatch.setattr(rt, "_on_hopper", lambda: True)
+    m = cases.module("kda")
+    assert m.launch_specs(torch.bfloat16, torch.device("cpu"), 32, 32).BV_full == 64
+    got = fwd_bwd_state(fn, x, h0, do, dht)
+    for a, b in zip(want[:2], got[:2]):
+        assert rel_rms(b, a) < 1e-2
+    for n in want[2]:
+        assert rel_rms(got[2][n], want[2][n]) < 1e-2, n
