@@ -53,4 +53,3 @@ def _verdicts_shared_by_the_workers(tmp_path_factory):
     helpers.SHARED_DIR = str(shared)
     yield
     helpers.SHARED_DIR = None
-

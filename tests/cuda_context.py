@@ -1,5 +1,6 @@
 """Hooks of the test run (registered by tests/conftest.py)."""
 import os
+import time
 
 import pytest
 
@@ -25,7 +26,6 @@ def pytest_runtest_protocol(item, nextitem):
     if not getattr(item, "cuda_context_lost", False):
         return
     if hasattr(item.config, "workerinput"):       # an xdist worker
-        import time
         time.sleep(1)          # the failure's report on its way to the controller first
         os._exit(3)
     pytest.exit(f"{item.nodeid} lost the CUDA context (illegal memory access); the later GPU tests cannot run "
