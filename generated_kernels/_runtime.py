@@ -299,16 +299,36 @@ def effective_tiling(tiling, dtype, K, V):
 HOPPER_MIN_BLOCK = 64
 
 
-def _on_hopper():
-    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+# CUDA device index -> whether it is a Hopper GPU: asked once per device, as
+# cached_specs asks on every call (tests that fake a GPU replace it with an empty dict)
+_HOPPER = {}
 
 
-def _least_block(chunk_size):
-    return HOPPER_MIN_BLOCK if chunk_size >= 64 and _on_hopper() else 16
+def _on_hopper(device):
+    """Whether ``device`` (a torch.device or its name; None: the current CUDA device) is
+    a Hopper GPU (compute capability 9); False for any other device or without CUDA."""
+    if not isinstance(device, torch.device):
+        device = torch.device("cuda" if device is None else device)
+    if device.type != "cuda":
+        return False
+    index = device.index
+    if index is None:
+        if not torch.cuda.is_available():
+            return False
+        index = torch.cuda.current_device()
+    if index not in _HOPPER:
+        _HOPPER[index] = torch.cuda.is_available() and torch.cuda.get_device_capability(index)[0] == 9
+    return _HOPPER[index]
 
 
-def block_sizes(K, V, chunk_size, bv):
-    least = _least_block(chunk_size)
+def _least_block(chunk_size, hopper):
+    return HOPPER_MIN_BLOCK if chunk_size >= 64 and hopper else 16
+
+
+def block_sizes(K, V, chunk_size, bv, hopper):
+    """(BT, BK, BV_full, BV) of chunks of ``chunk_size`` rows; ``hopper``: the inputs'
+    device is a Hopper GPU (_on_hopper)."""
+    least = _least_block(chunk_size, hopper)
     bk = max(least, triton.next_power_of_2(K))
     bv_full = max(least, triton.next_power_of_2(V))
     return chunk_size, bk, bv_full, min(max(bv, least), bv_full)
@@ -336,6 +356,7 @@ class Launch:
     autotune: bool = False
     guarded: bool = False
     restore: tuple = ()        # arguments it writes over after reading them: autotune's trials put them back
+    hopper: bool = False       # the inputs' device is a Hopper GPU (_on_hopper): configs' least V block
 
     def passes(self):
         """The extra constexprs of each launch of one call, in order."""
@@ -355,7 +376,7 @@ class Launch:
         blocks = [{}]
         if "BV" in self.tuned:
             bv = self.constexprs["BV"]
-            least = _least_block(self.constexprs.get("BT", 0))
+            least = _least_block(self.constexprs.get("BT", 0), self.hopper)
             blocks = [{"BV": bv}] + ([{"BV": bv // 2}] if bv // 2 >= least else [])
         return [(b, w, self.num_stages) for b in blocks for w in warps]
 
@@ -459,16 +480,15 @@ def fitted_grad_bv(func, dtype, device, K, V, asked, tiling=None):
 def cached_specs(launch_specs):
     """A module's launch_specs, computed once per distinct call: it is a function of its
     arguments, the module's TILING in force, the gradient V blocks fitted so far and
-    whether the current GPU is a Hopper one (block_sizes), and
-    building it (the tiling's checks, a Launch per kernel) took most of the host's time
-    of a call."""
+    whether ``device`` is a Hopper GPU (block_sizes), and building it (the tiling's
+    checks, a Launch per kernel) took most of the host's time of a call."""
     cache = {}
 
     @functools.wraps(launch_specs)
     def specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False):
         til = launch_specs.__globals__["TILING"] if tiling is None else tiling
-        key = (dtype, str(torch.device(device)), K, V, chunk_size, til, varlen, frozenset(_FITTED_GRAD_BV.items()),
-               _on_hopper())
+        dev = torch.device(device)
+        key = (dtype, str(dev), K, V, chunk_size, til, varlen, frozenset(_FITTED_GRAD_BV.items()), _on_hopper(dev))
         if key not in cache:
             cache[key] = launch_specs(dtype, device, K, V, chunk_size, til, varlen)
         return cache[key]
@@ -533,9 +553,7 @@ HOPPER_MIN_LOOPED_K_BLOCK = 64
 def check_looped_k_block(func, device, K, BKB):
     """Refuses a backward whose looped KB kernel would run K blocks of BKB on a Hopper
     GPU, before the forward runs (ValueError, naming what to change)."""
-    if BKB >= HOPPER_MIN_LOOPED_K_BLOCK or device.type != "cuda" or os.environ.get("TRITON_INTERPRET") == "1":
-        return
-    if torch.cuda.get_device_capability(device)[0] != 9:
+    if BKB >= HOPPER_MIN_LOOPED_K_BLOCK or os.environ.get("TRITON_INTERPRET") == "1" or not _on_hopper(device):
         return
     fix = (f"set TILING grad_BK to {HOPPER_MIN_LOOPED_K_BLOCK} or more (tiling_override)" if K >= HOPPER_MIN_LOOPED_K_BLOCK
            else f"heads of K >= {HOPPER_MIN_LOOPED_K_BLOCK}, or 16-bit inputs (their K block is padded to "

@@ -12,10 +12,10 @@ import triton
 import triton.language as tl
 
 from ._runtime import (  # noqa: F401
-    Launch, Launches, Tiling, _fail, _inv_unit_lower, _masked_gated_dot, _masked_mix, autotuning, bind_params,
-    block_sizes, cached_specs, check_args, check_grads, check_keywords, check_looped_k_block, effective_tiling,
-    explains_resources, fitted_grad_bv, flip_time, gpu_sms, input_options, kernel_types, needs_grad, refuse_grad,
-    sequence_offsets, sequence_tables, state_layout_in, state_layout_out, unused_rows)
+    Launch, Launches, Tiling, _fail, _inv_unit_lower, _masked_gated_dot, _masked_mix, _on_hopper, autotuning,
+    bind_params, block_sizes, cached_specs, check_args, check_grads, check_keywords, check_looped_k_block,
+    effective_tiling, explains_resources, fitted_grad_bv, flip_time, gpu_sms, input_options, kernel_types, needs_grad,
+    refuse_grad, sequence_offsets, sequence_tables, state_layout_in, state_layout_out, unused_rows)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
@@ -544,7 +544,8 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     takes its constexprs, warps and stages from here alone, and
     benchmarks/compile_check.py compiles each kernel with them."""
     til = effective_tiling(TILING if tiling is None else tiling, dtype, K, V)
-    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV)
+    hopper = _on_hopper(device)
+    BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV, hopper)
     dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV, VARLEN=varlen)
     ptypes, stypes, otypes = (kernel_types(dtype, device, d) for d in (til.prep_dots, til.scan_dots, til.out_dots))
     scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
@@ -552,9 +553,9 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     kernels = [
         # the intra kernel holds every V column of a chunk
         Launch("_intra_kernel", dict(dims, BV=BV_full, **ptypes), til.prep_warps, til.prep_stages, (), tune,
-               True),
-        Launch("_state_kernel", dict(dims, **stypes), *scan, ("BV",), tune),
-        Launch("_out_kernel", dict(dims, **otypes), *out, ("BV",), tune, False),
+               True, hopper=hopper),
+        Launch("_state_kernel", dict(dims, **stypes), *scan, ("BV",), tune, hopper=hopper),
+        Launch("_out_kernel", dict(dims, **otypes), *out, ("BV",), tune, False, hopper=hopper),
     ]
     BVG, fits = fitted_grad_bv("chunk_gla", dtype, device, K, V, min(til.grad_BV, BV_full), til)
     NV = triton.cdiv(V, BVG)
@@ -565,10 +566,11 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     grad = (til.grad_warps, til.grad_stages)
     # a K-side kernel with a V loop (Variant.loop_reductions) has its loop's V block tuned
     kernels += [
-        Launch("_dstate_kernel", dict(dims, **rtypes), *scan, ("BV",), tune),
+        Launch("_dstate_kernel", dict(dims, **rtypes), *scan, ("BV",), tune, hopper=hopper),
         Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
-               True),
-        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, ("BV",), tune, True),
+               True, hopper=hopper),
+        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, ("BV",), tune, True,
+                hopper=hopper),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits, til.dh_store)
 

@@ -53,3 +53,27 @@ def _verdicts_shared_by_the_workers(tmp_path_factory):
     helpers.SHARED_DIR = str(shared)
     yield
     helpers.SHARED_DIR = None
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """fake_gpu(*majors): torch.cuda reports GPUs of these compute capabilities (index i:
+    majors[i]; the current one: 0), and the runtime's Hopper answers kept per device start
+    empty, so the faked capability is what it reads.  Returns the indices it was asked
+    about, in order."""
+    import importlib
+
+    import torch
+    rt = importlib.import_module("chunkproof.kernels._runtime")
+    asked = []
+
+    def fake(*majors):
+        def capability(device=None):
+            asked.append(device)
+            return majors[device or 0], 0
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", capability)
+        monkeypatch.setattr(rt, "_HOPPER", {})
+        return asked
+    return fake

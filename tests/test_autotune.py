@@ -113,18 +113,17 @@ def test_a_v_loop_at_half_the_v_block_computes_the_same(name, monkeypatch):
 
 
 @pytest.mark.parametrize("major, halved", [(9, False), (8, True), (10, True)])
-def test_on_hopper_autotune_is_not_offered_v_blocks_of_32(monkeypatch, major, halved):
+def test_on_hopper_autotune_is_not_offered_v_blocks_of_32(monkeypatch, fake_gpu, major, halved):
     # Triton miscompiles KDA's and DPLR's output kernel at V blocks of 32 with 64-row
     # chunks on Hopper (docs/measurements.md, "Blocks of 32 on Hopper"): there the half V
     # block is offered only down to 64; fp32 inputs' 32-row chunks keep it
     rt = _runtime()
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (major, 0))
+    fake_gpu(major)
     for name in ("kda", "dplr_delta_rule", "gla"):
         m = cases.module(name)
         monkeypatch.setattr(m, "autotuning", lambda til, dev: True)
         for dtype, V in ((torch.bfloat16, 128), (torch.bfloat16, 64), (torch.float32, 128)):
-            spec = _uncached_specs(m)(dtype, torch.device("cpu"), 128, V)
+            spec = _uncached_specs(m)(dtype, torch.device("cuda"), 128, V)
             for kname in ("_state_kernel", "_out_kernel"):
                 launch = spec[kname]
                 blocks = sorted({b["BV"] for b, _, _ in launch.configs()})
@@ -137,21 +136,35 @@ def test_on_hopper_autotune_is_not_offered_v_blocks_of_32(monkeypatch, major, ha
 
 
 @pytest.mark.parametrize("major", [9, 8])
-def test_on_hopper_heads_of_32_take_blocks_of_64(monkeypatch, major):
+def test_on_hopper_heads_of_32_take_blocks_of_64(fake_gpu, major):
     # the same miscompile at heads of V = 32 (K = 128): on Hopper the K and V blocks of
     # 64-row chunks are padded to 64 (masked past the head); fp32's 32-row chunks are not
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (major, 0))
+    fake_gpu(major)
     least = 64 if major == 9 else 32
     for name in ("kda", "gated_delta_rule"):
         m = cases.module(name)
         for K, V in ((128, 32), (32, 32), (32, 128)):
-            spec = _uncached_specs(m)(torch.bfloat16, torch.device("cpu"), K, V)
+            spec = _uncached_specs(m)(torch.bfloat16, torch.device("cuda"), K, V)
             assert (spec.BK, spec.BV_full) == (max(least, K), max(least, V)), (name, K, V, spec)
             assert spec.BV >= least and spec.BVG >= least, (name, K, V, spec)
             assert spec.BKB is None or spec.BKB >= min(least, m.TILING.grad_BK), (name, K, V, spec)
-            spec = _uncached_specs(m)(torch.float32, torch.device("cpu"), K, V)
+            spec = _uncached_specs(m)(torch.float32, torch.device("cuda"), K, V)
             assert (spec.BK, spec.BV_full) == (K, V), (name, K, V, spec)
+
+
+def test_the_blocks_follow_the_inputs_device(fake_gpu):
+    # GPUs of two kinds in one process: each input's device decides, not the current
+    # one; each device's capability is asked once, and a CPU's never
+    rt = _runtime()
+    asked = fake_gpu(8, 9)
+    specs = rt.cached_specs(_uncached_specs(cases.module("kda")))      # a cache of this test's own
+    for _ in range(2):
+        for device, least in (("cuda:0", 32), ("cuda:1", 64), ("cuda", 32), ("cpu", 32)):
+            spec = specs(torch.bfloat16, torch.device(device), 32, 32)
+            assert (spec.BK, spec.BV_full) == (least, least), (device, spec)
+            assert all(k.hopper == (least == 64) for k in spec.kernels.values()), device
+    assert [rt._on_hopper(d) for d in (None, "cuda:1", torch.device("cpu"))] == [False, True, False]
+    assert sorted(asked) == [0, 1]
 
 
 def test_blocks_padded_past_the_heads_compute_the_same(monkeypatch):
@@ -163,8 +176,9 @@ def test_blocks_padded_past_the_heads_compute_the_same(monkeypatch):
     x, h0, do, dht = fuzz_case("kda", 1, 70, 2, 32, 32, seed=5, dtype=torch.bfloat16)
     fn = cases.kernel("kda")
     want = fwd_bwd_state(fn, x, h0, do, dht)
-    monkeypatch.setattr(rt, "_on_hopper", lambda: True)
     m = cases.module("kda")
+    for mod in (rt, m):      # the cache's key and launch_specs each ask
+        monkeypatch.setattr(mod, "_on_hopper", lambda device: True)
     assert m.launch_specs(torch.bfloat16, torch.device("cpu"), 32, 32).BV_full == 64
     got = fwd_bwd_state(fn, x, h0, do, dht)
     for a, b in zip(want[:2], got[:2]):

@@ -78,13 +78,13 @@ def _gpu_matches_the_recurrence(name, B, T, H, K, V, dtype):
 @pytest.mark.parametrize("cap, K, BKB, refused", [
     ((9, 0), 128, 32, "set TILING grad_BK to 64"), ((9, 0), 32, 32, "heads of K >= 64, or 16-bit inputs"),
     ((9, 0), 128, 64, None), ((8, 0), 32, 32, None)])
-def test_a_looped_k_block_under_64_is_refused_on_hopper(monkeypatch, cap, K, BKB, refused):
+def test_a_looped_k_block_under_64_is_refused_on_hopper(monkeypatch, fake_gpu, cap, K, BKB, refused):
     # Triton 3.6 miscompiles the looped KB kernel at K blocks of 32 on Hopper
     # (docs/measurements.md, "The illegal memory access"): refused by name, elsewhere run
     import importlib
     rt = importlib.import_module("chunkproof.kernels._runtime")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: cap)
+    fake_gpu(cap[0])
 
     def call():
         rt.check_looped_k_block("chunk_gated_delta_rule", torch.device("cuda"), K, BKB)
