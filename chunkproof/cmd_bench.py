@@ -113,7 +113,9 @@ def _environment(args):
         os.environ["TRITON_CACHE_DIR"] = os.path.abspath(args.triton_cache)
         os.environ["TRITON_CACHE_AUTOTUNING"] = "1"
     if args.fla_no_dispatch:
-        if "fla.backends" in sys.modules and os.environ.get("FLA_DISABLE_BACKEND_DISPATCH") != "1":
+        from chunkproof.bench.fla import DISPATCH_MODULES
+        if any(m in sys.modules for m in DISPATCH_MODULES) and \
+                os.environ.get("FLA_DISABLE_BACKEND_DISPATCH") != "1":
             raise InputError("--fla-no-dispatch: FLA was imported before FLA_DISABLE_BACKEND_DISPATCH=1 could be set")
         os.environ["FLA_DISABLE_BACKEND_DISPATCH"] = "1"
 

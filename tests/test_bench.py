@@ -5,6 +5,7 @@ not installed on CI: a small stand-in package (below) plays it, wrapping our ker
 import json
 import logging
 import os
+import sys
 import textwrap
 
 import pytest
@@ -196,6 +197,42 @@ def test_dispatch_log_reads_fla_backend_messages(fake_fla):
     with F.DispatchLog() as d:
         pass
     assert d.path() == "triton"
+
+
+def test_dispatch_log_reads_fla_0_5s_dispatch_module(tmp_path, monkeypatch):
+    # FLA 0.5 keeps its dispatch in fla.ops.backends (0.6: fla.backends); each process
+    # logs a key once, so a block forgets the keys its registries remember
+    site = tmp_path / "site"
+    for rel, text in {"fla/__init__.py": "", "fla/ops/__init__.py": "", "fla/ops/backends.py": """
+            import logging
+            logger = logging.getLogger(__name__)
+
+            class BackendRegistry:
+                _registries = {}
+
+                def __init__(self, name):
+                    self._logged = {"kda.chunk_kda -> tilelang"}
+                    BackendRegistry._registries[name] = self
+
+            BackendRegistry("kda")
+            """}.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(textwrap.dedent(text))
+    monkeypatch.syspath_prepend(str(site))
+    try:
+        from chunkproof.bench import fla as F
+        assert F.dispatch_module() == "fla.ops.backends"
+        with F.DispatchLog() as d:
+            import fla.ops.backends as b
+            assert b.BackendRegistry._registries["kda"]._logged == set()
+            b.logger.info("[FLA Backend] kda.chunk_kda -> tilelang")
+        assert d.path() == "tilelang (kda.chunk_kda)"
+        with F.DispatchLog() as d:
+            pass
+        assert d.path() == "triton"
+    finally:
+        for name in [m for m in sys.modules if m == "fla" or m.startswith("fla.")]:
+            del sys.modules[name]
 
 
 def test_merge_orders_rows_and_keeps_the_schema(capsys, tmp_path):

@@ -1,9 +1,10 @@
 """flash-linear-attention (FLA), the baseline: imported only when asked for.
 
-FLA 0.5+ routes some entry points (gated_delta_rule, kda, ...) through fla.backends:
-the first registered backend that is installed, enabled and accepts the call runs it,
-else FLA's own Triton kernels.  FLA_DISABLE_BACKEND_DISPATCH=1 (read when fla.backends
-is imported) bypasses that; `backend` says which one a call would take."""
+FLA 0.5+ routes some entry points (gated_delta_rule, kda, ...) through its dispatch
+module (fla.ops.backends in 0.5, fla.backends in 0.6): the first registered backend that
+is installed, enabled and accepts the call runs it, else FLA's own Triton kernels.
+FLA_DISABLE_BACKEND_DISPATCH=1 (read when that module is imported) bypasses that;
+`backend` says which one a call would take."""
 import importlib
 import importlib.metadata
 import importlib.util
@@ -21,6 +22,21 @@ ENTRY = {
 }
 # our inputs arrive L2-normalised already (chunkproof.bench.inputs)
 DEFAULT_KWARGS = {"gated_delta_rule": {"use_qk_l2norm_in_kernel": False}}
+
+
+# where FLA keeps its dispatch (BackendRegistry, and the logger named after the module)
+DISPATCH_MODULES = ("fla.backends", "fla.ops.backends")
+
+
+def dispatch_module():
+    """The name of the installed FLA's dispatch module, or None (FLA < 0.5)."""
+    for name in DISPATCH_MODULES:
+        try:
+            if importlib.util.find_spec(name) is not None:
+                return name
+        except ImportError:     # a parent package missing
+            pass
+    return None
 
 
 def importable():
@@ -59,10 +75,11 @@ def backend(variant, args=(), kwargs=None):
     kernels), another backend's name, or why it cannot tell."""
     if os.environ.get("FLA_DISABLE_BACKEND_DISPATCH") == "1":
         return "triton (FLA_DISABLE_BACKEND_DISPATCH=1)"
+    name = dispatch_module()
     try:
-        reg = importlib.import_module("fla.backends").BackendRegistry
-    except (ImportError, AttributeError):
-        return "triton (no fla.backends.BackendRegistry: FLA < 0.5)"
+        reg = importlib.import_module(name).BackendRegistry
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return f"triton (no BackendRegistry in {' or '.join(DISPATCH_MODULES)}: FLA < 0.5)"
     try:     # a private API of FLA that differs between versions: read defensively
         if hasattr(reg, "ensure_initialized"):
             reg.ensure_initialized(variant)
@@ -89,7 +106,7 @@ def backend(variant, args=(), kwargs=None):
 
 class DispatchLog:
     """Which backends FLA's dispatch ran inside the block, read from what FLA logs (0.5+:
-    "[FLA Backend] op.fn -> backend", at INFO on the 'fla.backends' logger, once per
+    "[FLA Backend] op.fn -> backend", at INFO on its dispatch module's logger, once per
     process and key: the keys are forgotten on entry so that every block reports its
     own).  `path()` after the block: 'triton' when no other backend ran."""
 
@@ -111,7 +128,7 @@ class DispatchLog:
         self._forget()
         self._handler = logging.Handler(logging.INFO)
         self._handler.emit = self.emit
-        self._logger = logging.getLogger("fla.backends")
+        self._logger = logging.getLogger(dispatch_module() or DISPATCH_MODULES[0])
         self._level = self._logger.level
         self._logger.setLevel(logging.INFO)
         self._logger.addHandler(self._handler)
@@ -125,18 +142,20 @@ class DispatchLog:
     @staticmethod
     def _forget():
         try:    # private to FLA: a version without these simply logs less
-            mod = importlib.import_module("fla.backends")
-        except ImportError:
+            mod = importlib.import_module(dispatch_module())
+        except (ImportError, TypeError, ValueError):
             return
-        for name in ("_operation_registries", "_function_registries"):
-            for reg in list(getattr(mod, name, {}).values()):
+        tables = [getattr(mod, name, {}) for name in ("_operation_registries", "_function_registries")]
+        tables.append(getattr(getattr(mod, "BackendRegistry", None), "_registries", {}))    # FLA 0.5
+        for table in tables:
+            for reg in list(table.values()) if isinstance(table, dict) else ():
                 if isinstance(getattr(reg, "_logged", None), set):
                     reg._logged.clear()
 
     def path(self):
         if os.environ.get("FLA_DISABLE_BACKEND_DISPATCH") == "1":
             return "triton (FLA_DISABLE_BACKEND_DISPATCH=1)"
-        if importlib.util.find_spec("fla.backends") is None:
+        if dispatch_module() is None:
             return "triton (FLA < 0.5: no dispatch)"
         ran = ", ".join(dict.fromkeys(self.ran))
         out = ran or "triton"
