@@ -361,14 +361,18 @@ class BackwardStages:
         return [p for st in self.gradient_kernels() for p in (st, st.loop) if p]
 
     def freed_after(self) -> Dict[str, List[str]]:
-        """Per stage, the host buffers that no later kernel reads: passed tiles (r_<name>)
-        and, from the V kernel on, the chunk states h and their gradients dh; the host
-        code drops them after that stage's launch, so that they do not add to the peak
-        memory of what comes after."""
+        """Per stage, the host buffers that no later kernel reads: passed tiles (r_<name>),
+        the forward's tiles and, from the V kernel on, the chunk states h and their
+        gradients dh; the host code drops them after that stage's launch, so that they do
+        not add to the peak memory of what comes after."""
         stages = [(n, getattr(self, n)) for n in ("reverse", "reverse_pre", "reverse_scan", "grad_v", "grad_k",
                                                   "grad_c", "grad_kb") if getattr(self, n)]
         last = {"h": "grad_v", "dh": "grad_v"}
         for n, st in stages:
+            parts = [p for p in (st, st.loop, st.loop_outer) if p]
+            for p in parts:
+                for name in p.reads:
+                    last[name] = n
             for s in st.reads_passed + (st.loop.reads_passed if st.loop else []):
                 last[f"r_{s.name}"] = n
             for _, host in st.loop_args:

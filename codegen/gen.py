@@ -95,7 +95,8 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     rfunc = fla_api.recurrent_name(v.func)
     names = [a.name for a in v.args] + list(plan.param_arg_names)
     dmap = dict(plan.defs)
-    kept_tiles = [w for w in writes if w not in scan_only and w not in wide_only]
+    # the backward keeps what its kernels read (GLA's ch0, read by the output kernel alone, is not)
+    kept_tiles = [w for w in writes if w not in scan_only and w not in wide_only and (w in bw_reads or not bw)]
     ctx = dict(
         v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, wide=wide, state_stage=state, out_stage=out, bw=bw,
         scan_only=scan_only, wide_only=wide_only, stored_types=stored_types, kept_tiles=kept_tiles,

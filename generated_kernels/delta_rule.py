@@ -825,11 +825,11 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
                 T,
                                                   H=H, HQ=HQ, **sq, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
-    else:
-        h = kept["h"]
-        At = kept["At"]
-        W = kept["W"]
-        U = kept["U"]
+    else:     # taken out of ``kept``: each is dropped after its last reader below
+        h = kept.pop("h")
+        At = kept.pop("At")
+        W = kept.pop("W")
+        U = kept.pop("U")
     # the V kernel, its only reader, rounds it to its product type: it is stored in that type
     dh = torch.empty(B, NT, H, K, V, dtype=spec.dh_type(q.dtype, [('_dgradv_kernel', 'DT2')]), device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
@@ -844,7 +844,7 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
                                                 H=H, HQ=HQ, **sq, use_dht=int(dht is not None),
                                                         **spec["_dstateh_kernel"].kwargs)
 
-    del r_hr0     # read by the reverse scan only
+    del r_hr0     # read by the reverse scan last
     NV, NCH, BKF = spec.NV, B * NT * H, BK
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
@@ -857,7 +857,7 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
             dh, d_v, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     # read by the V kernel last: dropped before the K side's buffers are allocated (peak memory)
-    del dh
+    del U, W, dh
 
     d_beta = empty_like(beta)
 
@@ -896,19 +896,21 @@ class _Chunk(torch.autograd.Function):
         o, ht, *kept = _forward(q, k, v, beta, scale, initial_state, output_final_state,
                                 chunk_size=chunk_size, keep=keep, seqs=seqs)
         ctx.chunk_size, ctx.seqs = chunk_size, seqs
-        kept = kept[0] if kept else None
-        ctx.kept = list(kept) if kept else []
-        ctx.save_for_backward(q, k, v, beta, initial_state, *(kept.values() if kept else ()))
+        # the kept tiles (internal, never modified in place) ride on ctx rather than in
+        # save_for_backward, which would hold each until the whole backward returns
+        ctx.kept_tiles = kept[0] if kept else None
+        ctx.save_for_backward(q, k, v, beta, initial_state)
         ctx.scale = scale
         return o, ht
 
     @staticmethod
     def backward(ctx, do, dht):
-        q, k, v, beta, initial_state, *kept = ctx.saved_tensors
+        q, k, v, beta, initial_state = ctx.saved_tensors
         do, dht = check_grads("chunk_delta_rule", q, v, do, dht, ctx.seqs)
+        # handed over once: a second backward through the same graph (retain_graph) recomputes them
+        kept, ctx.kept_tiles = ctx.kept_tiles, None
         g = _backward(q, k, v, beta, do, dht, ctx.scale, initial_state=initial_state,
-                      chunk_size=ctx.chunk_size, kept=dict(zip(ctx.kept, kept)) if ctx.kept else None,
-                      seqs=ctx.seqs)
+                      chunk_size=ctx.chunk_size, kept=kept, seqs=ctx.seqs)
         return (g["q"], g["k"], g["v"], g["beta"], None,
                 g["initial_state"] if initial_state is not None else None, None, None, None, None)
 

@@ -1152,15 +1152,15 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
                                                   H=H, HQ=HQ, **sq, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
         del hs0     # read by the state scan alone
-    else:
-        h = kept["h"]
-        Gamma = kept["Gamma"]
-        E = kept["E"]
-        ch0 = kept["ch0"]
-        ch1 = kept["ch1"]
-        hs1 = kept["hs1"]
-        W = kept["W"]
-        C = kept["C"]
+    else:     # taken out of ``kept``: each is dropped after its last reader below
+        h = kept.pop("h")
+        Gamma = kept.pop("Gamma")
+        E = kept.pop("E")
+        ch0 = kept.pop("ch0")
+        ch1 = kept.pop("ch1")
+        hs1 = kept.pop("hs1")
+        W = kept.pop("W")
+        C = kept.pop("C")
     # the V kernel reads it in fp32 too: in the inputs' dtype under TILING dh_store "input"
     dh = torch.empty(B, NT, H, K, V, dtype=spec.dh_type(q.dtype, []), device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
@@ -1176,7 +1176,7 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
                                                 H=H, HQ=HQ, **sq, use_dht=int(dht is not None),
                                                         **spec["_dstateh_kernel"].kwargs)
 
-    del r_hr0     # read by the reverse scan only
+    del ch1, hs1, r_hr0     # read by the reverse scan last
     NV, NCH, BKF = spec.NV, B * NT * H, BK
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr0 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
@@ -1198,7 +1198,7 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
             r_vr1, r_vr2, r_vr3, r_vr4, r_vr5, r_vr6, r_vr7, r_vr8, h, dh, d_v, rng, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     # read by the V kernel last: dropped before the K side's buffers are allocated (peak memory)
-    del dh, h, r_dV2
+    del C, W, ch0, dh, h, r_dV2
 
     
     # narrowed (Variant.narrowed): in the inputs' dtype
@@ -1238,19 +1238,21 @@ class _Chunk(torch.autograd.Function):
         o, ht, *kept = _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state,
                                 chunk_size=chunk_size, keep=keep, seqs=seqs)
         ctx.chunk_size, ctx.seqs = chunk_size, seqs
-        kept = kept[0] if kept else None
-        ctx.kept = list(kept) if kept else []
-        ctx.save_for_backward(q, k, v, a, b, gk, initial_state, *(kept.values() if kept else ()))
+        # the kept tiles (internal, never modified in place) ride on ctx rather than in
+        # save_for_backward, which would hold each until the whole backward returns
+        ctx.kept_tiles = kept[0] if kept else None
+        ctx.save_for_backward(q, k, v, a, b, gk, initial_state)
         ctx.scale = scale
         return o, ht
 
     @staticmethod
     def backward(ctx, do, dht):
-        q, k, v, a, b, gk, initial_state, *kept = ctx.saved_tensors
+        q, k, v, a, b, gk, initial_state = ctx.saved_tensors
         do, dht = check_grads("chunk_dplr_delta_rule", q, v, do, dht, ctx.seqs)
+        # handed over once: a second backward through the same graph (retain_graph) recomputes them
+        kept, ctx.kept_tiles = ctx.kept_tiles, None
         g = _backward(q, k, v, a, b, gk, do, dht, ctx.scale, initial_state=initial_state,
-                      chunk_size=ctx.chunk_size, kept=dict(zip(ctx.kept, kept)) if ctx.kept else None,
-                      seqs=ctx.seqs)
+                      chunk_size=ctx.chunk_size, kept=kept, seqs=ctx.seqs)
         return (g["q"], g["k"], g["v"], g["a"], g["b"], g["gk"], None,
                 g["initial_state"] if initial_state is not None else None, None, None, None, None)
 

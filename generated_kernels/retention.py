@@ -618,9 +618,9 @@ def _backward(q, k, v, do, dht, scale, initial_state=None, chunk_size=None, kept
                 scale, T,
                                                   H=H, HQ=HQ, **sq, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
-    else:
-        h = kept["h"]
-        Gamma = kept["Gamma"]
+    else:     # taken out of ``kept``: each is dropped after its last reader below
+        h = kept.pop("h")
+        Gamma = kept.pop("Gamma")
     # the V kernel, its only reader, rounds it to its product type: it is stored in that type
     dh = torch.empty(B, NT, H, K, V,
             dtype=spec.dh_type(q.dtype, [('_dgradk_kernel', 'DT3'), ('_dgradv_kernel', 'DT2')]), device=q.device)
@@ -664,19 +664,21 @@ class _Chunk(torch.autograd.Function):
         o, ht, *kept = _forward(q, k, v, scale, initial_state, output_final_state,
                                 chunk_size=chunk_size, keep=keep, seqs=seqs)
         ctx.chunk_size, ctx.seqs = chunk_size, seqs
-        kept = kept[0] if kept else None
-        ctx.kept = list(kept) if kept else []
-        ctx.save_for_backward(q, k, v, initial_state, *(kept.values() if kept else ()))
+        # the kept tiles (internal, never modified in place) ride on ctx rather than in
+        # save_for_backward, which would hold each until the whole backward returns
+        ctx.kept_tiles = kept[0] if kept else None
+        ctx.save_for_backward(q, k, v, initial_state)
         ctx.scale = scale
         return o, ht
 
     @staticmethod
     def backward(ctx, do, dht):
-        q, k, v, initial_state, *kept = ctx.saved_tensors
+        q, k, v, initial_state = ctx.saved_tensors
         do, dht = check_grads("chunk_retention", q, v, do, dht, ctx.seqs)
+        # handed over once: a second backward through the same graph (retain_graph) recomputes them
+        kept, ctx.kept_tiles = ctx.kept_tiles, None
         g = _backward(q, k, v, do, dht, ctx.scale, initial_state=initial_state,
-                      chunk_size=ctx.chunk_size, kept=dict(zip(ctx.kept, kept)) if ctx.kept else None,
-                      seqs=ctx.seqs)
+                      chunk_size=ctx.chunk_size, kept=kept, seqs=ctx.seqs)
         return (g["q"], g["k"], g["v"], None,
                 g["initial_state"] if initial_state is not None else None, None, None, None, None)
 

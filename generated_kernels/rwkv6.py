@@ -703,10 +703,10 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
                                                   H=H, HQ=HQ, **sq, use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
         del hs0     # read by the state scan alone
-    else:
-        h = kept["h"]
-        Gc = kept["Gc"]
-        Aqk = kept["Aqk"]
+    else:     # taken out of ``kept``: each is dropped after its last reader below
+        h = kept.pop("h")
+        Gc = kept.pop("Gc")
+        Aqk = kept.pop("Aqk")
     # the V kernel reads it in fp32 too: in the inputs' dtype under TILING dh_store "input"
     dh = torch.empty(B, NT, H, K, V, dtype=spec.dh_type(q.dtype, []), device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
@@ -725,6 +725,8 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
     spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](k, v, do, Gc, Aqk, r_vr2, r_vr4, h, dh, d_v, scale, T,
             NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
+    # read by the V kernel last: dropped before the K side's buffers are allocated (peak memory)
+    del Aqk
 
     # per value head, in fp32, then summed over each query/key head's group
     d_q = empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
@@ -757,19 +759,21 @@ class _Chunk(torch.autograd.Function):
         o, ht, *kept = _forward(q, k, v, w, u, scale, initial_state, output_final_state,
                                 chunk_size=chunk_size, keep=keep, seqs=seqs)
         ctx.chunk_size, ctx.seqs = chunk_size, seqs
-        kept = kept[0] if kept else None
-        ctx.kept = list(kept) if kept else []
-        ctx.save_for_backward(q, k, v, w, u, initial_state, *(kept.values() if kept else ()))
+        # the kept tiles (internal, never modified in place) ride on ctx rather than in
+        # save_for_backward, which would hold each until the whole backward returns
+        ctx.kept_tiles = kept[0] if kept else None
+        ctx.save_for_backward(q, k, v, w, u, initial_state)
         ctx.scale = scale
         return o, ht
 
     @staticmethod
     def backward(ctx, do, dht):
-        q, k, v, w, u, initial_state, *kept = ctx.saved_tensors
+        q, k, v, w, u, initial_state = ctx.saved_tensors
         do, dht = check_grads("chunk_rwkv6", q, v, do, dht, ctx.seqs)
+        # handed over once: a second backward through the same graph (retain_graph) recomputes them
+        kept, ctx.kept_tiles = ctx.kept_tiles, None
         g = _backward(q, k, v, w, u, do, dht, ctx.scale, initial_state=initial_state,
-                      chunk_size=ctx.chunk_size, kept=dict(zip(ctx.kept, kept)) if ctx.kept else None,
-                      seqs=ctx.seqs)
+                      chunk_size=ctx.chunk_size, kept=kept, seqs=ctx.seqs)
         return (g["q"], g["k"], g["v"], g["w"], g["u"], None,
                 g["initial_state"] if initial_state is not None else None, None, None, None, None)
 
