@@ -1010,7 +1010,8 @@ def explains_resources(func, stage, specs=None):
     these inputs (fitted_grad_bv): TILING grad_BV asks for the widest block, which is the
     fastest where it fits (docs/measurements.md), and whether it fits depends on the
     variant, the dtype and the GPU.  Every stage writes only its own outputs, so running
-    the stage again computes the same values."""
+    the stage again computes the same values (a backward that took the forward's kept
+    tiles over on its first try recomputes them on the next)."""
     from triton.runtime.errors import OutOfResources
 
     def wrap(fn):

@@ -809,7 +809,7 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
     NS, NT, sq = sequence_tables(seqs, B, T, BT, q)
     # rows after cu_seqlens[-1] are in no sequence: their outputs and gradients are 0
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
-    if kept is None:
+    if not kept:     # none kept, or taken over by an earlier try of this call (explains_resources)
         At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         W = torch.empty(B, T, H, K, dtype=q.dtype, device=q.device)
         U = torch.empty(B, T, H, V, dtype=q.dtype, device=q.device)

@@ -1123,7 +1123,7 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
-    if kept is None:
+    if not kept:     # none kept, or taken over by an earlier try of this call (explains_resources)
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         ch2 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)

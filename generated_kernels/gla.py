@@ -668,7 +668,7 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
     empty, empty_like = (torch.zeros, torch.zeros_like) if unused_rows(seqs, T) else (torch.empty, torch.empty_like)
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
-    if kept is None:
+    if not kept:     # none kept, or taken over by an earlier try of this call (explains_resources)
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         # the products that read hs0 round it to their type: it is stored in that type
         hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
