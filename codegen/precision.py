@@ -7,7 +7,8 @@ prep_dots, scan_dots, out_dots, reverse_dots, gradv_dots, grad_dots: "input" < "
 "tf32_mixed"), the gradient lines whose gated products take tf32x3 (Variant.precise_lines),
 the gradient lines that take "tf32_mixed" alone (Variant.mixed_lines) and, with a
 backward, the type delta S is stored in (TILING dh_store: "input" or "fp32") and the tiles
-passed between backward kernels stored in the inputs' dtype (Variant.narrowed).  It starts from the
+stored in the inputs' dtype (Variant.narrowed: the C x C boundary tiles, fp32 otherwise,
+and the tiles passed between backward kernels).  It starts from the
 cheapest choice and promotes one family by one step, or one line, at a time, always the
 promotion that lowers the worst ratio most, until every tensor meets the target or
 nothing is left to promote; then it takes back, one at a time, each promotion whose
@@ -15,7 +16,8 @@ removal keeps the target.  Last, a gradient family left at "tf32_mixed" is narro
 family back at "tf32" with the fewest mixed lines that keep the target (tf32_mixed
 stages every operand of the kernel in fp32, which on the H200 halved simple GLA's
 gradient V block: docs/measurements.md).  The stored types are searched at fp32; at the
-end each (delta S, then each passed tile in launch order) is narrowed to the inputs' dtype
+end each (delta S, the C x C boundary tiles, then each passed tile in launch order) is
+narrowed to the inputs' dtype
 where the target still holds and no error has grown by more than STORE_SLACK against the
 kernel with all of them in fp32: half the bytes at the same accuracy, not a step down to
 the bound.

@@ -135,7 +135,7 @@ def _intra_wide_kernel(k, v, beta, in_At, out_W, out_U, scale, T,
             & (o_v < V)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # W = \widetilde{\mathbf{A}} \text{Diag}\left(\boldsymbol{\beta}\right) \mathbf{K} [program delta_rule_chunk, under
     #   claims delta_rule.O, delta_rule.S]
     b_W = tl.dot((b_At * tl.trans(b_Beta)).to(DT3).to(CT3), b_K.to(DT3).to(CT3), input_precision=PREC3)
@@ -432,7 +432,7 @@ def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dVnew, w_vr1, w_vr3, w_vr5,
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -529,7 +529,7 @@ def _dgradc_kernel(k, beta, in_At, r_vr5, w_dXt, v, r_dVnew, h, d_beta, scale, T
             & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # dW = (\left(-\delta \mathbf{V}_{new}\right) \mathbf{S}_{[t-1]}^{C}) [claim delta_rule.dW, delta_rule.py §chunk
     #   backward]
     b_dW = b_vr2
@@ -627,7 +627,7 @@ def _dgradkb_kernel(q, k, beta, in_At, r_vr1, r_vr3, r_dXt, do, r_dVnew, h, d_q,
             & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # dW = (\left(-\delta \mathbf{V}_{new}\right) \mathbf{S}_{[t-1]}^{C}) [claim delta_rule.dW, delta_rule.py §chunk
     #   backward]
     b_dW = b_vr2

@@ -44,7 +44,7 @@ PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '
 RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False),
         ('a', 'a', '', '', False), ('b', 'b', '', '', False), ('gk', 'gk', '', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["ch0", "ch1", "ch2", "E", "Gamma"]
+FP32_TILES = ["Gamma"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')], "hs1": [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]}
@@ -202,9 +202,9 @@ def _intra_wide_kernel(k, v, gk, a, b, in_Gamma, in_E, in_ch2, out_hs0, out_hs1,
     b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
             mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_E = tl.load(in_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None]
-            & (o_t >= 0)[None, :], other=0.)
+            & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     b_ch2 = tl.load(in_ch2 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # gC = \mathbf{\Gamma}_{[t]}^{C}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
@@ -360,9 +360,9 @@ def _out_kernel(q, v, in_Gamma, in_W, in_C, in_ch0, in_ch1, h, o, scale, T,
     b_C = tl.load(in_C + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_ch0 = tl.load(in_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     b_ch1 = tl.load(in_ch1 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
     b_Ql_f = b_Gamma_log
@@ -423,7 +423,7 @@ def _dstate_pre_kernel(do, in_ch1, w_hr0, scale, T,
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_ch1 = tl.load(in_ch1 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # hr0 = {(\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top \odot
     #   \mathbf{M}\right))}^\top \delta \mathbf{O}_{[t]} [claim dplr.fla.dS_prev, 000_cb349aeede08771a.txt
     #   §不包含外挂Gate的DPLR]
@@ -583,13 +583,13 @@ def _dgradv_kernel(k, v, gk, a, do, in_Gamma, in_E, in_W, in_C, in_ch0, r_dV2, w
     b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
             mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_E = tl.load(in_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None]
-            & (o_t >= 0)[None, :], other=0.)
+            & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_C = tl.load(in_C + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_ch0 = tl.load(in_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # gC = \mathbf{\Gamma}_{[t]}^{C}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
@@ -731,7 +731,7 @@ def _dgradc_kernel(k, gk, a, in_Gamma, in_E, r_vr5, r_vr6, w_dF, rng, scale, T, 
             + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
     b_E = tl.load(in_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None]
-            & (o_t >= 0)[None, :], other=0.)
+            & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
@@ -840,7 +840,7 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, 
     b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
             mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_E = tl.load(in_E + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]), mask=m_r[:, None]
-            & (o_t >= 0)[None, :], other=0.)
+            & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # gC = \mathbf{\Gamma}_{[t]}^{C}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
@@ -1011,10 +1011,10 @@ def _forward(q, k, v, a, b, gk, scale, initial_state, output_final_state, chunk_
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-    ch2 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-    ch1 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    E = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+    ch2 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+    ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+    ch1 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
     # the products that read hs1 round it to their type: it is stored in that type
@@ -1069,10 +1069,10 @@ def _backward_states(q, k, v, a, b, gk, do, dht, scale, chunk_size=None, seqs=No
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-    ch2 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-    ch1 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    E = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+    ch2 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+    ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+    ch1 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
     # the products that read hs1 round it to their type: it is stored in that type
@@ -1125,10 +1125,10 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     if not kept:     # none kept, or taken over by an earlier try of this call (explains_resources)
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-        E = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-        ch2 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-        ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-        ch1 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+        E = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+        ch2 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+        ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+        ch1 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
         # the products that read hs0 round it to their type: it is stored in that type
         hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
         # the products that read hs1 round it to their type: it is stored in that type

@@ -173,7 +173,7 @@ def _intra_wide_kernel(k, v, beta, in_Gamma, in_At, out_Wl, out_U, scale, T,
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) + tl.minimum(o_t, n_r - 1) * H, mask=o_t >= 0,
             other=0.).to(tl.float32)[:, None]
     b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # Kl = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{K}_{[t]} [program gdn_chunk_kda, under claims
     #   gdn.bwd.fwd_O, gdn.bwd.fwd_S] (its gate factor, in log space)
     b_Kl_f = b_Gamma_log
@@ -530,7 +530,7 @@ def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, r_dU, w_vr1,
     b_Gamma_log_last = tl.load(in_Gamma + (bos + i_t * BT + n_r - 1) * H + i_h
             + tl.zeros([1, 1], dtype=tl.int32)).to(tl.float32)
     b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     b_Wl = tl.load(in_Wl + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -674,7 +674,7 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr5, r_vr6, r_vr7, r_vr
     b_Gamma_log_last = tl.load(in_Gamma + (bos + i_t * BT + n_r - 1) * H + i_h
             + tl.zeros([1, 1], dtype=tl.int32)).to(tl.float32)
     b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # gC = \boldsymbol{\gamma}_{[t]}^{C}   [program gdn_chunk_kda, under claims gdn.bwd.fwd_O, gdn.bwd.fwd_S]
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]} [program gdn_chunk_kda, under claims
@@ -840,7 +840,7 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr4, r_dXt, do, r_dU, 
     b_Gamma_log_last = tl.load(in_Gamma + (bos + i_t * BT + n_r - 1) * H + i_h
             + tl.zeros([1, 1], dtype=tl.int32)).to(tl.float32)
     b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # gC = \boldsymbol{\gamma}_{[t]}^{C}   [program gdn_chunk_kda, under claims gdn.bwd.fwd_O, gdn.bwd.fwd_S]
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]} [program gdn_chunk_kda, under claims

@@ -40,7 +40,7 @@ PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '
 RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False),
         ('gk', 'g', 'zeros', '', False), ('gv', None, '', 'a log decay of the value dimension', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["ch0", "Gamma"]
+FP32_TILES = ["Gamma"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')]}
@@ -222,7 +222,7 @@ def _out_kernel(q, v, in_Gamma, in_ch0, h, o, scale, T,
             + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
     b_ch0 = tl.load(in_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped] (its
     #   gate factor, in log space)
     b_Ql_f = b_Gamma_log
@@ -593,7 +593,7 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
     spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, g, Gamma, hs0, ch0, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
@@ -635,7 +635,7 @@ def _backward_states(q, k, v, g, do, dht, scale, chunk_size=None, seqs=None):
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
     spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, g, Gamma, hs0, ch0, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
@@ -672,7 +672,7 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         # the products that read hs0 round it to their type: it is stored in that type
         hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-        ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+        ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
         spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, g, Gamma, hs0, ch0, rng, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 

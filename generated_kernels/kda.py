@@ -64,7 +64,7 @@ RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 
         ('g', 'g', '', '', False), ('beta', 'beta', '', '', False), ('A_log', None, 'keyword', '', False),
         ('dt_bias', None, 'keyword', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["At", "ch0", "Gamma"]
+FP32_TILES = ["Gamma"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"hs0": [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]}
@@ -199,7 +199,7 @@ def _intra_wide_kernel(k, v, beta, in_Gamma, in_At, out_hs0, out_W, out_U, scale
     b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
             mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # gC = \mathbf{\Gamma}_{[t]}^{C}   [program kda_chunk, under claims kda.O, kda.S.regrouped]
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
@@ -337,7 +337,7 @@ def _out_kernel(q, in_Gamma, in_W, in_U, in_ch0, h, o, scale, T,
     b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_ch0 = tl.load(in_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
     #   gate factor, in log space)
     b_Ql_f = b_Gamma_log
@@ -394,7 +394,7 @@ def _dstate_pre_kernel(do, in_ch0, w_hr0, scale, T,
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_ch0 = tl.load(in_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # hr0 = {(\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot
     #   \mathbf{M}\right))}^\top \delta \mathbf{O}_{[t]} [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于
     #   \(\delta \mathbf{\Gamma}_{[t]}\)]
@@ -535,7 +535,7 @@ def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dU, w_vr0, w_vr1, w_vr2, w_
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_U = tl.load(in_U + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -645,7 +645,7 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
             + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
     b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
     #   gate factor, in log space)
     b_Kl_f = b_Gamma_log
@@ -756,7 +756,7 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
     b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
             mask=(o_k < K)[None, :], other=0.).to(tl.float32)
     b_At = tl.load(in_At + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # gC = \mathbf{\Gamma}_{[t]}^{C}   [program kda_chunk, under claims kda.O, kda.S.regrouped]
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
@@ -902,8 +902,8 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    At = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+    ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K,
             dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]), device=q.device)
@@ -953,8 +953,8 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None, seqs=Non
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    At = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+    ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K,
             dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]), device=q.device)
@@ -1002,8 +1002,8 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     if not kept:     # none kept, or taken over by an earlier try of this call (explains_resources)
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-        At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
-        ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+        At = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+        ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
         # the products that read hs0 round it to their type: it is stored in that type
         hs0 = torch.empty(B, T, H, K,
                 dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]),

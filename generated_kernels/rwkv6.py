@@ -40,7 +40,7 @@ PARAMS = (('r', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '
 RECURRENT_PARAMS = (('r', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False),
         ('w', 'w', '', '', False), ('u', 'u', '', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["Aqk", "Gc"]
+FP32_TILES = ["Gc"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')]}
@@ -228,7 +228,7 @@ def _out_kernel(q, v, w, in_Gc, in_Aqk, h, o, scale, T,
             + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
     b_Aqk = tl.load(in_Aqk + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # Ge = \mathbf{G}^c - \mathbf{G}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_Ge = (b_Gc - b_G)
     # Ql = \mathbf{Q} \odot \exp\left(\mathbf{G}^e\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
@@ -367,7 +367,7 @@ def _dgradv_kernel(k, v, do, in_Gc, in_Aqk, w_vr2, w_vr4, h, dh, d_v, scale, T, 
     b_Gc_last = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
     b_Aqk = tl.load(in_Aqk + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
-            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.)
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_gC = tl.trans(b_Gc_last)
     # Kr = \mathbf{K} \odot \exp\left(-\mathbf{G}^c\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
@@ -612,7 +612,7 @@ def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size
     Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-    Aqk = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    Aqk = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
     spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, w, u, Gc, hs0, Aqk, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
@@ -654,7 +654,7 @@ def _backward_states(q, k, v, w, u, do, dht, scale, chunk_size=None, seqs=None):
     Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-    Aqk = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    Aqk = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
     spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, w, u, Gc, hs0, Aqk, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
@@ -691,7 +691,7 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
         Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         # the products that read hs0 round it to their type: it is stored in that type
         hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-        Aqk = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+        Aqk = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
         spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, w, u, Gc, hs0, Aqk, rng, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 

@@ -56,9 +56,12 @@ def test_every_bundled_kernel_prints_its_record(v):
     assert set(choice["precise_lines"]) <= set(rec["gated_lines"])
     assert set(choice["mixed_lines"]) <= set(rec["mixable_lines"])
     # narrowed passed tiles: the module stores them (and the tiles written over them) so
+    mod = cases.module(v.name)
     assert set(choice["narrowed"]) <= set(rec["passed_tiles"])
-    assert set(choice["narrowed"]) <= set(cases.module(v.name).NARROWED)
-    assert all(f"r_{n} = r_" in src for n in set(cases.module(v.name).NARROWED) - set(choice["narrowed"]))
+    square = set(choice["narrowed"]) - set(mod.NARROWED)     # C x C boundary tiles
+    assert all(f"{n} = torch.empty(B, T, H, BT, dtype=q.dtype" in src for n in square) and \
+        not square & set(mod.FP32_TILES)
+    assert all(f"r_{n} = r_" in src for n in set(mod.NARROWED) - set(choice["narrowed"]))
     grads = src[src.index("def _dgradv_kernel"):]
     for n in choice["mixed_lines"]:     # no product of a read and a computed tile left in DT3
         assert not re.search(rf"b_{n} = [^\n]*(?:\n {{12,}}[^\n]*)*DT3", grads), n
@@ -278,10 +281,18 @@ def test_a_narrowed_tile_is_stored_and_read_in_the_inputs_dtype():
     v = next(v for v in VARIANTS if v.name == "delta_rule")
     plan = load_variant(v, check=False)
     passed = gen.candidate_lines(v, plan)[2]
-    assert {"vr3", "hr0"} <= set(passed)
+    assert {"vr3", "hr0"} <= set(passed) and passed[0] == "At"      # the C x C inverse, a boundary tile
     rec = precision.Choice.from_dict(precision.read_record(gen.OUT_DIR, v.name)["choice"])
     base = precision.Choice(rec.dots, rec.lines, rec.mixed)     # nothing narrowed
-    src = gen.render_variant(precision.apply(v, base.with_narrow("vr3").with_narrow("hr0")), plan=plan, check=False)
+    wide = gen.render_variant(precision.apply(v, base), plan=plan, check=False)
+    assert "At = torch.empty(B, T, H, BT, dtype=torch.float32" in wide and '"At"' in _statement(
+        wide, wide.index("FP32_TILES = "))
+    src = gen.render_variant(precision.apply(v, base.with_narrow("vr3").with_narrow("hr0").with_narrow("At")),
+                             plan=plan, check=False)
+    assert "At = torch.empty(B, T, H, BT, dtype=q.dtype" in src and "At = torch.empty(B, T, H, BT, dtype=torch" not in src
+    assert '"At"' not in _statement(src, src.index("FP32_TILES = "))
+    at_loads = [_statement(src, m.start()) for m in re.finditer(r"= tl\.load\(in_At ", src)]
+    assert len(at_loads) >= 3 and all(text.endswith(".to(tl.float32)") for text in at_loads), at_loads
     assert "r_vr3 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32)" in src
     assert "r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=q.dtype" in src
     assert "r_vr5 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32" in src
