@@ -235,6 +235,25 @@ def test_dispatch_log_reads_fla_0_5s_dispatch_module(tmp_path, monkeypatch):
             del sys.modules[name]
 
 
+def test_dispatch_log_of_an_fla_without_dispatch(tmp_path, monkeypatch):
+    # FLA < 0.5 has no dispatch module: the block runs, and says FLA's Triton ran
+    site = tmp_path / "site"
+    for rel in ("fla/__init__.py", "fla/ops/__init__.py"):
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text("")
+    monkeypatch.syspath_prepend(str(site))
+    try:
+        from chunkproof.bench import fla as F
+        assert F.dispatch_module() is None
+        with F.DispatchLog() as d:
+            pass
+        assert d.path() == "triton (FLA < 0.5: no dispatch)"
+        assert F.backend("gla").startswith("triton (no BackendRegistry in fla.backends or fla.ops.backends")
+    finally:
+        for name in [m for m in sys.modules if m == "fla" or m.startswith("fla.")]:
+            del sys.modules[name]
+
+
 def test_merge_orders_rows_and_keeps_the_schema(capsys, tmp_path):
     from chunkproof.bench import report
 

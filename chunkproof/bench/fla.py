@@ -77,8 +77,10 @@ def backend(variant, args=(), kwargs=None):
         return "triton (FLA_DISABLE_BACKEND_DISPATCH=1)"
     name = dispatch_module()
     try:
-        reg = importlib.import_module(name).BackendRegistry
-    except (ImportError, AttributeError, TypeError, ValueError):
+        reg = importlib.import_module(name).BackendRegistry if name else None
+    except (ImportError, AttributeError):
+        reg = None
+    if reg is None:
         return f"triton (no BackendRegistry in {' or '.join(DISPATCH_MODULES)}: FLA < 0.5)"
     try:     # a private API of FLA that differs between versions: read defensively
         if hasattr(reg, "ensure_initialized"):
@@ -141,9 +143,12 @@ class DispatchLog:
 
     @staticmethod
     def _forget():
+        name = dispatch_module()
+        if name is None:      # FLA < 0.5: nothing dispatches, nothing to forget
+            return
         try:    # private to FLA: a version without these simply logs less
-            mod = importlib.import_module(dispatch_module())
-        except (ImportError, TypeError, ValueError):
+            mod = importlib.import_module(name)
+        except ImportError:
             return
         tables = [getattr(mod, name, {}) for name in ("_operation_registries", "_function_registries")]
         tables.append(getattr(getattr(mod, "BackendRegistry", None), "_registries", {}))    # FLA 0.5
