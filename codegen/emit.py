@@ -85,11 +85,18 @@ def layout(shape) -> str:
 
 
 def stored_fp32(plan: Plan, name: str) -> bool:
-    """A boundary tile kept in fp32 between kernels (gate logs, prefix sums; the C x C
-    triangular inverse), not in the input dtype: it is not exact in bf16, so a product must not treat
-    it as an input tile."""
+    """A boundary tile computed in fp32 (gate logs, prefix sums; the C x C tiles), not
+    exact in the input dtype, so a product must not treat it as an input tile.  It is
+    stored in fp32 between kernels unless it is narrowable and the precision planner
+    narrowed it (Variant.narrowed; its readers widen it to fp32)."""
     return (name in plan.logs or name in plan.sums or name in plan.hoisted
             or layout(dict(plan.defs)[name].shape()) == "c")
+
+
+def narrowable(plan: Plan, name: str) -> bool:
+    """A boundary tile fp32 by choice, not by need: a C x C one (the triangular inverse,
+    a masked gated product) that is no gate log, prefix sum or hoisted scan operand."""
+    return stored_fp32(plan, name) and not (name in plan.logs or name in plan.sums or name in plan.hoisted)
 
 
 _RED_DIMS = {"C": ("o_t", "BT"), "Dk": ("o_k", "BKF"), "Dv": ("o_v", "BVF"), "1": ("o_one", "1")}

@@ -196,9 +196,7 @@ def candidate_lines(v: Variant, plan) -> Tuple[List[str], List[str], List[str]]:
     kernels = bw.gradient_parts()
     # the C x C boundary tiles (the triangular inverse, masked gated products) first: fp32
     # unless narrowed, where no error grows (Gated DeltaNet's At in bf16: under 1%, docs/measurements.md)
-    dmap = dict(plan.defs)
-    square = [n for n in plan.boundary if emit.layout(dmap[n].shape()) == "c"
-              and n not in plan.logs and n not in plan.sums and n not in plan.hoisted]
+    square = [n for n in plan.boundary if emit.narrowable(plan, n)]
     passed = square + [s.name for _, st in bw.kernels() for s in st.writes_passed if not s.over]
     return sorted({n for st in kernels for n in st.gated}), sorted({n for st in kernels for n in st.mixable}), \
         list(dict.fromkeys(passed))
