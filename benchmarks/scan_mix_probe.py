@@ -1,0 +1,214 @@
+"""Which product types make Gated DeltaNet's reverse state scan (`_dstateh_kernel`) slow,
+and what each costs in accuracy, on the GPU.
+
+The scan multiplies three products per chunk step:
+  P1  dU      = (K gated) dS^T            (two computed tiles: DT2 in the family types)
+  P2  dS     += dO^T (Q gated)            (a tile read from memory times a computed one: DT3)
+  P3  dS     -= dU^T W                    (idem)
+The planner types them per kernel family (reverse_dots), so it cannot give one product
+tf32 with fp32 operands and the others bf16, which is what FLA's dhu kernel does (P2 in
+tf32, P1 and P3 in bf16, and P1's row gate applied after the product on raw K).  This
+probe prints copies of the generated module with each product's types written in
+literally ("bf16": both operands rounded to bf16; "tf32": fp32 operands, tf32 product;
+"pull": P1 on raw K in bf16 with the gate applied to the product) and measures, per
+mix: the scan's device time and the whole forward + backward (torch.profiler, do_bench),
+the compiled scan's registers and spills, and every tensor's relative RMS error against
+the fp64 recurrence on the benchmark's inputs.  An experiment, not a product path: the
+copies live in a temporary package.
+
+    python benchmarks/scan_mix_probe.py --out $OUT/scan_mix.md [--shape 2,16384,16,128]
+        [--err-shape 1,4096,4,128] [--mixes m0,m1,...] [--warps 4,8] [--stages 1,2,3]
+"""
+import argparse
+import importlib
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+
+import torch
+import triton
+
+from chunkproof.bench import calls, inputs, metrics, tiling, timing
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SRC = os.path.join(ROOT, "generated_kernels")
+VARIANT = "gated_delta_rule"
+
+# P1, P2, P3 as printed by `chunkproof gen` (whitespace-insensitive)
+P1 = r"tl\.dot\(\(b_K \* tl\.exp\(\(b_Kr_f \+ b_gC_log\)\)\)\.to\(DT2\)\.to\(CT2\), tl\.trans\(b_ds\)\.to\(DT2\)\.to\(CT2\),\s*input_precision=PREC2\)"
+P2 = r"tl\.dot\(tl\.trans\(b_dO\)\.to\(DT3\)\.to\(CT3\), \(b_Q \* tl\.exp\(b_Ql_f\)\)\.to\(DT3\)\.to\(CT3\), input_precision=PREC3\)"
+P3 = r"tl\.dot\(tl\.trans\(b_dU\)\.to\(DT3\)\.to\(CT3\), b_Wl\.to\(DT3\)\.to\(CT3\), input_precision=PREC3\)"
+
+# mix name -> (P1, P2, P3) types
+MIXES = {
+    "m0": ("tf32", "tf32", "tf32"),        # what reverse_dots=tf32_mixed prints (shipped)
+    "m1": ("bf16", "bf16", "bf16"),        # reverse_dots=input
+    "m2": ("tf32", "bf16", "bf16"),        # reverse_dots=tf32
+    "m3": ("bf16", "tf32", "bf16"),
+    "m4": ("tf32", "tf32", "bf16"),
+    "m5": ("pull", "tf32", "bf16"),        # FLA's dhu
+    "m6": ("pull", "bf16", "bf16"),
+}
+
+
+# under Triton's interpreter (--cpu) a bf16 operand is rounded to bf16 and multiplied in
+# fp32 (the interpreter cannot multiply bf16 tiles); tf32 products are rounded as the
+# tensor cores round them by interp_rounding.emulate
+CPU = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def typed(a, b, kind):
+    t = "tl.float32" if kind == "tf32" else ("tl.bfloat16).to(tl.float32" if CPU else "tl.bfloat16")
+    return f"tl.dot({a}.to({t}), {b}.to({t}), input_precision=\"tf32\")"
+
+
+def mixed_source(text, mix):
+    """The generated module's text with the scan's three products typed by ``mix``."""
+    k1, k2, k3 = MIXES[mix]
+    start = text.index("def _dstateh_kernel(")
+    end = text.index("\n\n\n", start)
+    body = text[start:end]
+    if k1 == "pull":
+        p1 = f"({typed('b_K', 'tl.trans(b_ds)', 'bf16')} * tl.exp(b_Kr_f + b_gC_log))"
+    else:
+        p1 = typed("(b_K * tl.exp((b_Kr_f + b_gC_log)))", "tl.trans(b_ds)", k1)
+    new = body
+    for pat, rep in ((P1, p1), (P2, typed("tl.trans(b_dO)", "(b_Q * tl.exp(b_Ql_f))", k2)),
+                     (P3, typed("tl.trans(b_dU)", "b_Wl", k3))):
+        new, n = re.subn(pat, lambda _m, r=rep: r, new)
+        if n != 1:
+            raise SystemExit(f"scan_mix_probe: product {pat[:40]}... found {n} times in _dstateh_kernel: "
+                             "the generated kernel changed; update the patterns")
+    return text[:start] + new + text[end:]
+
+
+def package(mixes):
+    """A temporary package holding _runtime.py and one module per mix."""
+    d = tempfile.mkdtemp(prefix="scanmix_")
+    pkg = os.path.join(d, "scanmix")
+    os.makedirs(pkg)
+    open(os.path.join(pkg, "__init__.py"), "w").close()
+    shutil.copy(os.path.join(SRC, "_runtime.py"), pkg)
+    text = open(os.path.join(SRC, f"{VARIANT}.py")).read()
+    for m in mixes:
+        with open(os.path.join(pkg, f"{m}.py"), "w") as f:
+            f.write(mixed_source(text, m))
+    sys.path.insert(0, d)
+    return {m: importlib.import_module(f"scanmix.{m}") for m in mixes}
+
+
+def resources(mod):
+    """(registers, spills, shared bytes, warps, stages) of each compiled _dstateh_kernel."""
+    out = []
+    fn = mod._dstateh_kernel
+    for caches in fn.device_caches.values():
+        for kern in caches[0].values():
+            kern._init_handles()
+            md = kern.metadata
+            out.append((kern.n_regs, kern.n_spills, md.shared, md.num_warps, md.num_stages))
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(prog="scan_mix_probe.py", description=__doc__.split("\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--shape", default="2,16384,16,128")
+    p.add_argument("--err-shape", default="1,4096,4,128")
+    p.add_argument("--mixes", default=",".join(MIXES))
+    p.add_argument("--warps", default="", help="also each mix at autotune=false with these scan warps")
+    p.add_argument("--stages", default="2")
+    p.add_argument("--budget", type=float, default=1e9)
+    p.add_argument("--cpu", default="", metavar="B,T,H,D",
+                   help="errors alone, under TRITON_INTERPRET=1 with the tensor cores' rounding emulated, "
+                        "on the benchmark's inputs cut to this shape (as cpu_grad_accuracy.py --inputs bench)")
+    a = p.parse_args()
+    if a.cpu:
+        return cpu_errors(a)
+    if not torch.cuda.is_available():
+        raise SystemExit("scan_mix_probe.py: needs a CUDA GPU")
+    t0 = time.time()
+    mixes = [m for m in a.mixes.split(",") if m]
+    mods = package(mixes)
+    lines = [f"# Reverse-scan product mixes, {VARIANT}\n",
+             f"- GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; triton {triton.__version__}; "
+             f"timing shape {a.shape}, error shape {a.err_shape}, bf16, forward + backward with h0\n",
+             "| mix | P1 P2 P3 | config | scan us | fwd+bwd ms | regs/spills/smem/warps/stages | worst err | errors |",
+             "|---|---|---|---|---|---|---|---|"]
+
+    def write():
+        with open(a.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    B, T, H, D = map(int, a.shape.split(","))
+    x = inputs.bench_inputs(VARIANT, B, T, H, D, torch.bfloat16, torch.float32, "cuda", seed=0)
+    h0, do, dht = inputs.cotangents(B, T, H, D, D, torch.bfloat16, "cuda")
+    eB, eT, eH, eD = map(int, a.err_shape.split(","))
+    ex = inputs.bench_inputs(VARIANT, eB, eT, eH, eD, torch.bfloat16, torch.float32, "cuda", seed=0)
+    eh0, edo, edht = inputs.cotangents(eB, eT, eH, eD, eD, torch.bfloat16, "cuda")
+    scale = D ** -0.5
+    t = time.time()
+    ro, rgrads = metrics.reference_backward(VARIANT, ex, eh0, edo, edht, scale=eD ** -0.5)
+    want = dict(rgrads, o=ro)
+    print(f"reference at {a.err_shape}: {time.time() - t:.1f} s", file=sys.stderr)
+    cfgs = [("autotune", {})]
+    for w in filter(None, a.warps.split(",")):
+        for s in a.stages.split(","):
+            cfgs.append((f"w{w} s{s}", dict(autotune=False, scan_warps=int(w), scan_stages=int(s))))
+    for m in mixes:
+        mod = mods[m]
+        fn = getattr(mod, calls.kernel(VARIANT).__name__)
+        for label, cfg in cfgs:
+            if time.time() - t0 > a.budget:
+                lines.append(f"(budget reached at {m} {label})")
+                write()
+                return
+            try:
+                with tiling.applied(mod, cfg):
+                    o, grads = calls.fwd_bwd(fn, ex, eh0, edo, edht, eD ** -0.5)
+                    errs = metrics.errors(dict(grads, o=o), want)
+                    call = calls.of_mode("fwd+bwd", fn, x, h0, do, dht, scale)
+                    rows = timing.kernel_times(call, 10)
+                    ms = timing.median_ms(call, True, 1, 50, 200)
+                scan = sum(us for k, (n, us) in rows.items() if "_dstateh_kernel" in k)
+                worst = max(errs, key=errs.get)
+                lines.append(f"| {m} | {' '.join(MIXES[m])} | {label} | {scan:.0f} | {ms:.3f} | {resources(mod)} | "
+                             f"{worst} {errs[worst]:.3e} | "
+                             + ", ".join(f"{k} {v:.3e}" for k, v in sorted(errs.items())) + " |")
+            except Exception as e:  # noqa: BLE001  (one failing mix must not hide the rest)
+                lines.append(f"| {m} | {' '.join(MIXES[m])} | {label} | failed: {type(e).__name__}: {str(e)[:200]} |")
+            print(lines[-1], file=sys.stderr)
+            write()
+    write()
+
+
+def cpu_errors(a):
+    """Each mix's errors on the CPU's emulation of the tensor cores' rounding."""
+    if not CPU:
+        raise SystemExit("scan_mix_probe.py --cpu: run with TRITON_INTERPRET=1")
+    from cpu_grad_accuracy import bench_case
+    from interp_rounding import emulate
+    B, T, H, D = map(int, a.cpu.split(","))
+    mixes = [m for m in a.mixes.split(",") if m]
+    mods = package(mixes)
+    x, h0, do, dht = bench_case(VARIANT, B, T, H, D, D, 0, T)
+    _, want = metrics.reference_backward(VARIANT, x, h0, do, dht, D ** -0.5)
+    lines = [f"# Reverse-scan product mixes, {VARIANT}, CPU emulation (tf32 truncated), bench inputs {a.cpu}\n",
+             "| mix | P1 P2 P3 | errors |", "|---|---|---|"]
+    undo = emulate("trunc")
+    try:
+        for m in mixes:
+            fn = getattr(mods[m], calls.kernel(VARIANT).__name__)
+            _, got = calls.fwd_bwd(fn, x, h0, do, dht, D ** -0.5)
+            errs = {n: metrics.rel_rms(g, want[n]) for n, g in got.items()}
+            lines.append(f"| {m} | {' '.join(MIXES[m])} | " + ", ".join(f"d{k} {v:.3e}" for k, v in errs.items()) + " |")
+            print(lines[-1], file=sys.stderr, flush=True)
+            with open(a.out, "w") as f:
+                f.write("\n".join(lines) + "\n")
+    finally:
+        undo()
+
+
+if __name__ == "__main__":
+    main()
