@@ -51,7 +51,14 @@ MIXES = {
     "m4": ("tf32", "tf32", "bf16"),
     "m5": ("pull", "tf32", "bf16"),        # FLA's dhu
     "m6": ("pull", "bf16", "bf16"),
+    # dO read transposed from memory (as FLA reads q and w) instead of a register transpose
+    "m7": ("tf32", "tf32", "tf32", "tload"),
+    "m8": ("tf32", "tf32", "bf16", "tload"),
 }
+DO_LOAD = (r"b_dO = tl\.load\(do \+ \(\(bos \+ r_t\[:, None\]\) \* H \+ i_h\) \* V \+ o_v\[None, :\], "
+           r"mask=m_r\[:, None\] & \(o_v < V\)\[None, :\],\s*other=0\.\)")
+DO_LOAD_T = ("b_dOT = tl.load(do + ((bos + r_t[None, :]) * H + i_h) * V + o_v[:, None], "
+             "mask=m_r[None, :] & (o_v < V)[:, None], other=0.)")
 
 
 # under Triton's interpreter (--cpu) a bf16 operand is rounded to bf16 and multiplied in
@@ -67,7 +74,8 @@ def typed(a, b, kind):
 
 def mixed_source(text, mix):
     """The generated module's text with the scan's three products typed by ``mix``."""
-    k1, k2, k3 = MIXES[mix]
+    k1, k2, k3 = MIXES[mix][:3]
+    edits = MIXES[mix][3:]
     start = text.index("def _dstateh_kernel(")
     end = text.index("\n\n\n", start)
     body = text[start:end]
@@ -76,8 +84,11 @@ def mixed_source(text, mix):
     else:
         p1 = typed("(b_K * tl.exp((b_Kr_f + b_gC_log)))", "tl.trans(b_ds)", k1)
     new = body
-    for pat, rep in ((P1, p1), (P2, typed("tl.trans(b_dO)", "(b_Q * tl.exp(b_Ql_f))", k2)),
-                     (P3, typed("tl.trans(b_dU)", "b_Wl", k3))):
+    dot = "b_dOT" if "tload" in edits else "tl.trans(b_dO)"
+    subs = [(P1, p1), (P2, typed(dot, "(b_Q * tl.exp(b_Ql_f))", k2)), (P3, typed("tl.trans(b_dU)", "b_Wl", k3))]
+    if "tload" in edits:
+        subs.append((DO_LOAD, DO_LOAD_T))
+    for pat, rep in subs:
         new, n = re.subn(pat, lambda _m, r=rep: r, new)
         if n != 1:
             raise SystemExit(f"scan_mix_probe: product {pat[:40]}... found {n} times in _dstateh_kernel: "
@@ -120,6 +131,7 @@ def main():
     p.add_argument("--mixes", default=",".join(MIXES))
     p.add_argument("--warps", default="", help="also each mix at autotune=false with these scan warps")
     p.add_argument("--stages", default="2")
+    p.add_argument("--bv32", action="store_true", help="also each mix with every V block at 32")
     p.add_argument("--budget", type=float, default=1e9)
     p.add_argument("--cpu", default="", metavar="B,T,H,D",
                    help="errors alone, under TRITON_INTERPRET=1 with the tensor cores' rounding emulated, "
@@ -152,19 +164,25 @@ def main():
     ro, rgrads = metrics.reference_backward(VARIANT, ex, eh0, edo, edht, scale=eD ** -0.5)
     want = dict(rgrads, o=ro)
     print(f"reference at {a.err_shape}: {time.time() - t:.1f} s", file=sys.stderr)
-    cfgs = [("autotune", {})]
+    cfgs = [("autotune", {}, None)]
+    if a.bv32:
+        # every V-tiled kernel at V blocks of 32 (the runtime raises them to 64 on Hopper)
+        cfgs.append(("BV 32", dict(BV=32), 32))
     for w in filter(None, a.warps.split(",")):
         for s in a.stages.split(","):
-            cfgs.append((f"w{w} s{s}", dict(autotune=False, scan_warps=int(w), scan_stages=int(s))))
+            cfgs.append((f"w{w} s{s}", dict(autotune=False, scan_warps=int(w), scan_stages=int(s)), None))
     for m in mixes:
         mod = mods[m]
         fn = getattr(mod, calls.kernel(VARIANT).__name__)
-        for label, cfg in cfgs:
+        for label, cfg, least in cfgs:
             if time.time() - t0 > a.budget:
                 lines.append(f"(budget reached at {m} {label})")
                 write()
                 return
+            runtime = sys.modules["scanmix._runtime"]
+            saved = runtime.HOPPER_MIN_BLOCK
             try:
+                runtime.HOPPER_MIN_BLOCK = least or saved
                 with tiling.applied(mod, cfg):
                     o, grads = calls.fwd_bwd(fn, ex, eh0, edo, edht, eD ** -0.5)
                     errs = metrics.errors(dict(grads, o=o), want)
@@ -178,6 +196,8 @@ def main():
                              + ", ".join(f"{k} {v:.3e}" for k, v in sorted(errs.items())) + " |")
             except Exception as e:  # noqa: BLE001  (one failing mix must not hide the rest)
                 lines.append(f"| {m} | {' '.join(MIXES[m])} | {label} | failed: {type(e).__name__}: {str(e)[:200]} |")
+            finally:
+                runtime.HOPPER_MIN_BLOCK = saved
             print(lines[-1], file=sys.stderr)
             write()
     write()
