@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 from chunkproof.derivations import ir
 from chunkproof.derivations.latex import to_latex
@@ -14,7 +14,7 @@ from . import backward
 from .fla_api import grouped
 from .kernel_plan import Final, KernelPlan, Passed
 from .plan import Plan, param_bindings, param_names, unit_lower, var_names
-from .printer import CodegenError, TritonPrinter, Val
+from .printer import PRODUCT_TAG, CodegenError, TritonPrinter, Val
 
 
 @dataclass
@@ -115,6 +115,41 @@ def _stored(p: Passed, value=None) -> Stored:
 
 
 _TILE = re.compile(r"\bb_\w+")
+# a product the printer tagged (a tile read from memory times a computed one): its type
+# constexprs, each followed by the product's number
+_PRODUCT = re.compile(r"\b(DT3|CT3|PREC3|GPREC)" + re.escape(PRODUCT_TAG[0]) + r"(\d+)" + re.escape(PRODUCT_TAG[1]))
+
+
+def line_of(name: str) -> str:
+    """The line a Variant.mixed_lines entry names: ``n`` (every such product of line n) or
+    ``n#i`` (its i-th)."""
+    return name.split("#", 1)[0]
+
+
+def settle_products(code: str, line: str, mixed=()) -> Tuple[str, List[str]]:
+    """(``code``, printed for ``line``, with each tagged product typed; the products'
+    names).  A product of a tile read from memory by a computed one multiplies in
+    DT3/CT3/PREC3 unless Variant.mixed_lines (``mixed``) names its line or the product
+    itself: then in DT2/CT2/PREC2, as two computed tiles (its family's tf32_mixed types,
+    for that product alone).  Products are named ``line`` where the line has one and
+    ``line#1``, ``line#2``, ... in the order they appear where it has several."""
+    ids = list(dict.fromkeys(m.group(2) for m in _PRODUCT.finditer(code)))
+    names = {k: line if len(ids) == 1 else f"{line}#{i}" for i, k in enumerate(ids, 1)}
+    wide = {k for k, n in names.items() if line in mixed or n in mixed}
+
+    def typed(m):
+        kind = m.group(1)
+        return kind.replace("3", "2") if kind != "GPREC" and m.group(2) in wide else kind
+    return _PRODUCT.sub(typed, code), list(names.values())
+
+
+def _settle_lines(lines: List[Line], line: str, mixed) -> List[str]:
+    """settle_products over the Lines printed for one line, numbered together."""
+    sep = "\0"
+    code, names = settle_products(sep.join(ln.code for ln in lines), line, mixed)
+    for ln, text in zip(lines, code.split(sep)):
+        ln.code = text
+    return names
 
 
 def _live(lines: List[Line], roots) -> List[Line]:
@@ -134,9 +169,12 @@ def _live(lines: List[Line], roots) -> List[Line]:
 
 
 def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_loads=(), extra_env=None,
-           gradient=False) -> Stage:
+           gradient=False, mixing=None) -> Stage:
     """Print ``kp``.  ``roots``: the tiles the skeleton reads besides the finals and the
-    passed tiles written (a line no root reaches is not printed)."""
+    passed tiles written (a line no root reaches is not printed).  ``gradient``: a
+    gradient kernel (precise lines); ``mixing`` (default: ``gradient``): a kernel whose
+    lines Variant.mixed_lines may name (the gradient kernels and the reverse scan's)."""
+    mixing = gradient if mixing is None else mixing
     plan = kp.plan
     v = plan.variant
     dmap = dict(plan.defs)
@@ -199,23 +237,29 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
     pr.precise = gradient
     # Variant.precise_lines: the lines whose gated products take GPREC (None: all)
     gprec = lambda n: "GPREC" if v.precise_lines is None or n in v.precise_lines else "PREC2"     # noqa: E731
-    # Variant.mixed_lines, in the gradient kernels only
-    mixed = lambda n: gradient and n in v.mixed_lines     # noqa: E731
+    # Variant.mixed_lines, in the kernels whose family the planner may narrow from tf32_mixed
+    mixed = set(v.mixed_lines) if mixing else set()
     lines: List[Line] = []
     gated, mixable = [], []
 
     def start(n):
-        pr.gprec, pr.mixed, pr.read_by_computed = gprec(n), mixed(n), False
+        pr.gprec = gprec(n)
+        return len(lines)
+
+    def settle(n, first):
+        """Types line ``n``'s products (the Lines from ``first`` on) and records its
+        mixed-line candidates."""
+        names = _settle_lines(lines[first:], n, mixed)
+        if mixing:
+            mixable.extend(names)
 
     def note(n, text):
-        """Records what line ``n`` (printed as ``text``) could take (the planner's candidates)."""
+        """Records whether line ``n`` (printed as ``text``) could take GPREC (the planner's candidates)."""
         if pr.gprec == "GPREC" and "GPREC" in text:
             gated.append(n)
-        if gradient and pr.read_by_computed:
-            mixable.append(n)
     for n in names:
         e = dmap[n]
-        start(n)
+        first = start(n)
         val = pr.p(e)
         note(n, (val.code or "") + (val.fac or "") + (val.log or ""))
         cmt = f"{n} = {to_latex(e)}   [{kp.cites[n]}]" if n in kp.cites else f"{n} = {to_latex(e)}"
@@ -243,13 +287,16 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
             # a gated operand the scan reads is written whole, its gate applied
             lines.append(Line("", f"b_{n}", pr.dense(env[n])))
             env[n] = Val(f"b_{n}", val.shape)
+        settle(n, first)
     for f in finals:
-        start(f.name)
+        first = start(f.name)
         lines.append(Line(f"{f.name} = {to_latex(f.expr)}   [claim {f.claim.id}, {f.claim.citation}]",
                           f"b_{f.name}", pr.code(f.expr)))
         note(f.name, lines[-1].code)
+        settle(f.name, first)
     _reuse_repeated_lines(lines)
-    st.writes_passed = [_stored(p, pr.dense(env[p.name])) for p in kp.writes_passed]
+    st.writes_passed = [_stored(p, settle_products(pr.dense(env[p.name]), p.name, mixed)[0])
+                        for p in kp.writes_passed]
     st.reads_passed = [_stored(p) for p in kp.reads_passed]
     st.finals = [f.name for f in finals]
     written = {f"b_{n}" for n in st.finals} | set(roots)
@@ -259,7 +306,8 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
         written |= {f"b_{w}", f"b_{w}_log"}
     st.lines = _live(lines, written)
     st.gated = [n for n in gated if any(ln.target.startswith(f"b_{n}") for ln in st.lines)]
-    st.mixable = [n for n in mixable if any(ln.target.startswith(f"b_{n}") for ln in st.lines)]
+    st.mixable = list(dict.fromkeys(n for n in mixable
+                                    if any(ln.target.startswith(f"b_{line_of(n)}") for ln in st.lines)))
     live = set().union(written, *(_TILE.findall(ln.code) for ln in st.lines))
     st.live = live
     st.loads = [ld for ld in st.loads if {f"b_{ld.tile}", f"b_{ld.tile}_log", f"b_{ld.tile}_log_last"} & live]
@@ -350,6 +398,21 @@ class BackwardStages:
     KERNELS = dict(reverse="_dstate_kernel", reverse_pre="_dstate_pre_kernel", reverse_scan="_dstateh_kernel",
                    grad_v="_dgradv_kernel", grad_k="_dgradk_kernel", grad_c="_dgradc_kernel",
                    grad_kb="_dgradkb_kernel")
+
+    # each stage's product family (TILING key of its products with a computed tile)
+    FAMILY = dict(reverse="reverse_dots", reverse_pre="reverse_dots", reverse_scan="reverse_dots",
+                  grad_v="gradv_dots", grad_k="grad_dots", grad_c="grad_dots", grad_kb="grad_dots")
+
+    def mixable(self) -> Dict[str, List[str]]:
+        """Per product family, the products Variant.mixed_lines may name in its kernels
+        (and their V loops), in launch order."""
+        out: Dict[str, List[str]] = {}
+        for f, fam in self.FAMILY.items():
+            st = getattr(self, f)
+            for p in (st, st and st.loop):
+                if p:
+                    out.setdefault(fam, []).extend(n for n in p.mixable if n not in out.get(fam, ()))
+        return out
 
     def gradient_kernels(self) -> List[Stage]:
         return [s for s in (self.grad_v, self.grad_k, self.grad_c, self.grad_kb) if s]
@@ -470,10 +533,10 @@ def backward_stages(plan: Plan, bwd) -> BackwardStages:
     scan = dataclasses.replace(scan, writes_passed=[p for p in carried if p.name in read])
     reverse = reverse_pre = reverse_scan = None
     if pre.writes_passed:
-        reverse_pre = printed(pre, "reverse scan's parallel kernel")
-        reverse_scan = printed(scan, "reverse scan kernel", sequential=True, roots=["b_dS_prev"])
+        reverse_pre = printed(pre, "reverse scan's parallel kernel", mixing=True)
+        reverse_scan = printed(scan, "reverse scan kernel", sequential=True, roots=["b_dS_prev"], mixing=True)
     else:
-        reverse = printed(scan, "reverse scan kernel", sequential=True, roots=["b_dS_prev"])
+        reverse = printed(scan, "reverse scan kernel", sequential=True, roots=["b_dS_prev"], mixing=True)
     grad_v = printed(split.v, "gradient V kernel", state_in_memory=True, gradient=True)
     k_stages = {}
     for f, kp in k_side:

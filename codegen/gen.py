@@ -11,7 +11,7 @@ import jinja2
 
 from . import backward_pick, emit, fla_api, precision, recurrent, wrap
 from .plan import backward_claims, build, load_variant
-from .printer import CodegenError
+from .printer import PRODUCT_TAG, CodegenError
 from .tiling import Tiling
 from .variants import VARIANTS, Variant
 
@@ -62,11 +62,17 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     if v.backward:   # the backward claims are checked once, for every stage
         bw = emit.backward_stages(plan, backward_claims(v, plan.deriv, check=check))
         printed = {ln.target for st in bw.gradient_parts() for ln in st.lines}
-        for field_name in ("precise_lines", "mixed_lines"):
-            unknown = [n for n in getattr(v, field_name) or () if f"b_{n}" not in printed]
-            if unknown:
-                raise CodegenError(f"variant {v.name}: {field_name} names {unknown}, which no gradient kernel "
-                                   f"computes (its lines: {sorted(t[2:] for t in printed)})")
+        unknown = [n for n in v.precise_lines or () if f"b_{n}" not in printed]
+        if unknown:
+            raise CodegenError(f"variant {v.name}: precise_lines names {unknown}, which no gradient kernel "
+                               f"computes (its lines: {sorted(t[2:] for t in printed)})")
+        products = [n for names in bw.mixable().values() for n in names]
+        lines_of = {emit.line_of(n) for n in products}
+        unknown = [n for n in v.mixed_lines if n not in products and n not in lines_of]
+        if unknown:
+            raise CodegenError(f"variant {v.name}: mixed_lines names {unknown}, which no gradient or reverse "
+                               f"scan kernel computes with a product of a tile read from memory by a computed "
+                               f"one (those products: {products})")
     tiling = tiling_of(v, bw.grad_kb if bw else None)
     if bw:
         if (tiling.grad_BK is None) != (bw.grad_kb is None):
@@ -123,6 +129,10 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         shapes_doc=", ".join(f"{a.name} {_SHAPE_DOC[a.kind]}" for a in v.args),
     )
     src = wrap.wrap_source((env or _env()).get_template("variant.py.j2").render(**ctx), MAX_LINE)
+    if PRODUCT_TAG[0] in src:
+        line = next(i + 1 for i, ln in enumerate(src.splitlines()) if PRODUCT_TAG[0] in ln)
+        raise CodegenError(f"generated_kernels/{v.name}.py, line {line}: a product printed without its types "
+                           f"settled (emit.settle_products; a fault of the generator, not of the derivation)")
     try:   # a template slip fails here, not when the kernels are imported
         compile(src, f"generated_kernels/{v.name}.py", "exec")
     except SyntaxError as e:
@@ -181,11 +191,12 @@ def log_gates(v: Variant, plan) -> tuple:
     return tuple(a.name for a in v.args if a.kind.startswith("gate") or kinds.get(a.tile) == "loggate")
 
 
-def candidate_lines(v: Variant, plan) -> Tuple[List[str], List[str], List[str]]:
-    """The precision planner's candidates, from one printing of the gradient kernels with
+def candidate_lines(v: Variant, plan) -> Tuple[List[str], Dict[str, List[str]], List[str]]:
+    """The precision planner's candidates, from one printing of the backward kernels with
     every line precise: the lines with a product of a computed tile, for tf32x3
-    (Variant.precise_lines), those with a product of a tile read from memory by a
-    computed one, for tf32_mixed alone (Variant.mixed_lines), and the tiles that may be
+    (Variant.precise_lines), per product family the products of a tile read from memory
+    by a computed one, for tf32_mixed alone (Variant.mixed_lines: a line's, or one of
+    them where a line has several), and the tiles that may be
     stored in the inputs' dtype (Variant.narrowed): the C x C boundary tiles, then those
     passed between backward kernels in their own buffers, in launch order."""
     v = dataclasses.replace(v, precise_lines=None, mixed_lines=(), narrowed=())
@@ -198,8 +209,7 @@ def candidate_lines(v: Variant, plan) -> Tuple[List[str], List[str], List[str]]:
     # unless narrowed, where no error grows (Gated DeltaNet's At in bf16: under 1%, docs/measurements.md)
     square = [n for n in plan.boundary if emit.narrowable(plan, n)]
     passed = square + [s.name for _, st in bw.kernels() for s in st.writes_passed if not s.over]
-    return sorted({n for st in kernels for n in st.gated}), sorted({n for st in kernels for n in st.mixable}), \
-        list(dict.fromkeys(passed))
+    return sorted({n for st in kernels for n in st.gated}), bw.mixable(), list(dict.fromkeys(passed))
 
 
 def planned_stores(v: Variant, plan) -> Tuple[str, ...]:
@@ -254,7 +264,7 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
             # a changed derivation may no longer print a line or pass a tile the record
             # names: the record is then stale, not an error of the user's variant
             candidates = lines, mixable, passed = candidate_lines(v, plan)
-            if not (set(choice.lines) <= set(lines) and set(choice.mixed) <= set(mixable)
+            if not (set(choice.lines) <= set(lines) and set(choice.mixed) <= {n for f in mixable.values() for n in f}
                     and set(choice.narrow) <= set(passed)):
                 rec, choice = None, precision.Choice.cheapest(stores)
                 why = "names lines or passed tiles the backward kernels no longer print"

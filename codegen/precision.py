@@ -5,17 +5,19 @@ by measurement against a stated accuracy target rather than set by hand (docs/ge
 The choice is the six families of products with a computed tile (TILING
 prep_dots, scan_dots, out_dots, reverse_dots, gradv_dots, grad_dots: "input" < "tf32" <
 "tf32_mixed"), the gradient lines whose gated products take tf32x3 (Variant.precise_lines),
-the gradient lines that take "tf32_mixed" alone (Variant.mixed_lines) and, with a
+the products of a tile read from memory by a computed one that take "tf32_mixed" alone
+in the reverse scan and gradient kernels (Variant.mixed_lines) and, with a
 backward, the type delta S is stored in (TILING dh_store: "input" or "fp32") and the tiles
 stored in the inputs' dtype (Variant.narrowed: the C x C boundary tiles, fp32 otherwise,
 and the tiles passed between backward kernels).  It starts from the
 cheapest choice and promotes one family by one step, or one line, at a time, always the
 promotion that lowers the worst ratio most, until every tensor meets the target or
 nothing is left to promote; then it takes back, one at a time, each promotion whose
-removal keeps the target.  Last, a gradient family left at "tf32_mixed" is narrowed: the
-family back at "tf32" with the fewest mixed lines that keep the target (tf32_mixed
-stages every operand of the kernel in fp32, which on the H200 halved simple GLA's
-gradient V block: docs/measurements.md).  The stored types are searched at fp32; at the
+removal keeps the target.  Last, a family of MIXED_FAMILIES left at "tf32_mixed" is
+narrowed: the family back at "tf32" with the fewest mixed products that keep the target
+(tf32_mixed stages every operand of the kernel in fp32, which on the H200 halved simple
+GLA's gradient V block, and made Gated DeltaNet's reverse scan step 2.6x slower than in
+bf16 on the H100: docs/measurements.md).  The stored types are searched at fp32; at the
 end each (delta S, the C x C boundary tiles, then each passed tile in launch order) is
 narrowed to the inputs' dtype
 where the target still holds and no error has grown by more than STORE_SLACK against the
@@ -35,7 +37,7 @@ import json
 import os
 import sys
 import time
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .printer import CodegenError
 from .tiling import DOTS, STORES
@@ -54,10 +56,11 @@ STORE_KEYS = ("dh_store",)
 # each planned TILING key's types, cheapest first
 TYPES = dict({f: DOTS for f in FAMILIES}, dh_store=STORES)
 RECORD = "{}.precision.json"       # beside the generated module
-VERSION = 7
-# the families whose lines Variant.mixed_lines names (the gradient kernels), and how much
-# a gate gradient may lose against its family at tf32_mixed when the family is narrowed
-MIXED_FAMILIES = ("gradv_dots", "grad_dots")
+VERSION = 8
+# the families whose products Variant.mixed_lines names (the reverse scan's and the
+# gradient kernels), and how much a gate gradient may lose against its family at
+# tf32_mixed when the family is narrowed
+MIXED_FAMILIES = ("reverse_dots", "gradv_dots", "grad_dots")
 NARROW_SLACK = 1.1
 # how much any error may grow when a stored type is narrowed (a setting: delta S in bf16
 # cost simple GLA's dg 3% and GLA's dv 7% at the planner's shapes, docs/measurements.md)
@@ -194,12 +197,13 @@ def fresh(rec: Optional[dict], src: str, runtime: str) -> bool:
 
 
 def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List[str], measure,
-         progress=None, gates: Tuple[str, ...] = (), mixable: List[str] = (),
+         progress=None, gates: Tuple[str, ...] = (), mixable: Optional[Dict[str, List[str]]] = None,
          stores: Tuple[str, ...] = (), passed: List[str] = ()) -> Tuple[dict, str]:
     """(record, source) for ``v``: the cheapest choice meeting TARGET and, for the
     gradients of ``gates`` (the arguments holding a log gate), GATE_SLACK (docstring);
-    ``lines``, ``mixable``: the gradient lines that may take tf32x3 and those that may take
-    tf32_mixed alone (gen.candidate_lines); ``stores``: the STORE_KEYS planned too
+    ``lines``: the gradient lines that may take tf32x3; ``mixable``: per family of
+    MIXED_FAMILIES, the products that may take tf32_mixed alone (Variant.mixed_lines;
+    both from gen.candidate_lines); ``stores``: the STORE_KEYS planned too
     (gen.planned_stores); ``passed``: the tiles passed between backward kernels, which
     may be narrowed (gen.candidate_lines); ``measure``:
     (v, runtime, shapes, seed) -> an object whose ratios(choice description, source)
@@ -258,33 +262,50 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
         return cur, src, r
 
     cur, src, r = take_back(cur, src, r)
+    mixable = mixable or {}
+    m_long = None
     for fam in MIXED_FAMILIES:
-        if score(r) > 1 or dict(cur.dots)[fam] != "tf32_mixed" or not mixable:
+        if score(r) > 1 or dict(cur.dots)[fam] != "tf32_mixed" or not mixable.get(fam):
             continue
-        r_wide = r
+        m_long = m_long or measure(v, runtime, STORE_SHAPES, SEED, inputs=STORE_INPUTS)
+        wide = dict(r, **m_long.ratios(_describe(cur), src))
 
-        def kept(rc):
-            """Over 1 unless the target holds and no gate gradient loses more than
-            NARROW_SLACK against the family at tf32_mixed: narrowing is a saving at
-            the same accuracy, not a step down to the slack (the planner's shapes are
-            short, and a gate gradient's error grows with T: simple GLA's dg narrowed to
-            its line vr2 was 1.9x at T = 128 and 6x at T = 256, docs/measurements.md)."""
+        def both(c):
+            """(source, ratios at the planner's shapes, and at STORE_SHAPES) of choice ``c``."""
+            s, rc = measured(c)
+            return s, rc, m_long.ratios(_describe(c), s)
+
+        def kept(rc, rl, wide=wide):
+            """Over 1 unless the target holds and no error grows by more than NARROW_SLACK
+            against the family at tf32_mixed, at the planner's shapes or at STORE_SHAPES
+            on the benchmark's inputs: narrowing is a saving at the same accuracy, not a
+            step down to the bound.  The planner's shapes are short: a gate gradient's
+            error grows with T (simple GLA's dg narrowed to its line vr2 was 1.9x at T =
+            128 and 6x at T = 256), and Gated DeltaNet's reverse scan with one product of its
+            parallel part in fp32 operands met the target there with dh0 at 3.5x FLA's
+            error on the benchmark's inputs (docs/measurements.md)."""
             worst = score(rc)
-            for k in ceiling:
-                if r_wide[k] > 0:
-                    worst = max(worst, rc[k] / r_wide[k] / NARROW_SLACK)
+            for k, x in dict(rc, **rl).items():
+                if wide.get(k, 0) > 0:
+                    worst = max(worst, x / wide[k] / NARROW_SLACK)
             return worst
-        narrowed = _narrowed(cur.with_family(fam, "tf32"), mixable, measured, kept)
+        narrowed = _narrowed(cur.with_family(fam, "tf32"), mixable[fam], both, kept)
         if narrowed is not None:
             cur, src, r = narrowed
-            steps.append(dict(step=f"{fam} narrowed to tf32 with mixed lines {', '.join(cur.mixed)}",
+            mine = [n for n in cur.mixed if n in mixable[fam]]
+            steps.append(dict(step=f"{fam} narrowed to tf32 with mixed lines {', '.join(mine) or '(none)'}",
                               worst=max(r.values()), score=score(r)))
             say(f"precision of {v.name}: {steps[-1]['step']}, worst ratio {max(r.values()):.2f}, "
                 f"score {score(r):.2f}")
+        else:
+            steps.append(dict(step=f"{fam} kept tf32_mixed: no fewer than all of its products "
+                                   f"({', '.join(mixable[fam])}) hold the target at its accuracy",
+                              worst=max(r.values()), score=score(r)))
+            say(f"precision of {v.name}: {steps[-1]['step']}")
     # narrowed only from a choice meeting the target (every one taken meets it too)
     trials = [(key, cur.with_family(key, TYPES[key][0]), TYPES[key][0]) for key in stores] + \
         [(n, None, "the inputs' dtype") for n in passed] if score(r) <= 1 else []
-    m_long = measure(v, runtime, STORE_SHAPES, SEED, inputs=STORE_INPUTS) if trials else None
+    m_long = (m_long or measure(v, runtime, STORE_SHAPES, SEED, inputs=STORE_INPUTS)) if trials else m_long
     # every error a narrowed store is held to: the kernel's with all of them in fp32, at
     # the planner's shapes and at STORE_SHAPES
     r_long = m_long.ratios(_describe(cur), src) if m_long else {}
@@ -312,7 +333,8 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
                ratios={k: round(x, 4) for k, x in sorted(r.items())},
                store_ratios={k: round(x, 4) for k, x in sorted(r_long.items())},
                gated_lines=lines,
-               mixable_lines=list(mixable), passed_tiles=list(passed), gates=list(gates),
+               mixable_lines=sorted({n for names in mixable.values() for n in names}),
+               passed_tiles=list(passed), gates=list(gates),
                ceiling_ratios={k: round(r[k] / r_top[k], 4) for k in sorted(ceiling) if r_top[k] > 0},
                steps=steps, evaluations=m.n + (m_long.n if m_long else 0), take_back_evaluations=back_tries,
                source_sha256=source_hash(src, runtime),
@@ -323,19 +345,24 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
 
 def _narrowed(trial: Choice, mixable, measured, score):
     """(choice, source, ratios) of ``trial`` (a family just taken from tf32_mixed to tf32)
-    with mixed lines added one at a time, always the one that lowers the score most, until
-    the target holds; None when every line is added and it still does not."""
-    src, r = measured(trial)
-    while score(r) > 1:
+    with mixed products added one at a time, always the one that lowers the score most,
+    until the target holds; None when it takes every product (the family's tf32_mixed
+    again, under another name) or every product is added and it still does not.
+    ``measured(choice)``: (source, ratios, ratios at STORE_SHAPES); ``score(ratios,
+    ratios at STORE_SHAPES)``."""
+    src, r, rl = measured(trial)
+    while score(r, rl) > 1:
         tried = []
         for n in mixable:
             if n not in trial.mixed:
                 c = trial.with_mixed(n)
-                s, rc = measured(c)
-                tried.append((score(rc), n, c, s, rc))
+                s, rc, rcl = measured(c)
+                tried.append((score(rc, rcl), n, c, s, rc, rcl))
         if not tried:
             return None
-        _, _, trial, src, r = min(tried, key=lambda t: (t[0], t[1]))
+        _, _, trial, src, r, rl = min(tried, key=lambda t: (t[0], t[1]))
+    if set(mixable) <= set(trial.mixed):
+        return None
     return trial, src, r
 
 

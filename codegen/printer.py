@@ -27,6 +27,11 @@ from chunkproof.derivations.latex import to_latex
 from chunkproof.derivations.visitor import Visitor
 
 
+# brackets around a product's number in printed code until emit.settle_products types it:
+# not Python, so a tag left in a kernel fails to compile rather than run in a wrong type
+PRODUCT_TAG = ("\u27e6", "\u27e7")
+
+
 class CodegenError(Exception):
     """A formula that cannot become kernel code; the message names the formula."""
 
@@ -122,15 +127,13 @@ class TritonPrinter(Visitor):
         # the product type constexpr of gated intra-chunk products (_masked_mix,
         # _masked_gated_dot): GPREC, or PREC2 in a line the variant keeps out of grad_gated
         self.gprec = "GPREC"
-        # a line the variant multiplies like two computed tiles where it multiplies a tile
-        # read from memory by a computed one (Variant.mixed_lines): DT2/CT2/PREC2, not DT3
-        self.mixed = False
+        # products of a tile read from memory by a computed one printed so far: each is
+        # tagged with its number, its types settled once its line is printed
+        # (emit.settle_products: Variant.mixed_lines)
+        self.products = 0
         # whether this kernel's precise lines take GPREC in every product (the gradient
         # kernels; GPREC is their grad_gated type)
         self.precise = False
-        # set by a product of a tile read from memory by a computed one, whatever type it
-        # was printed in (the caller resets it per line: the planner's mixed-line candidates)
-        self.read_by_computed = False
 
     def fail(self, e: ir.Expr, why: str):
         raise CodegenError(f"{self.where}: cannot print ${to_latex(e)}$: {why}")
@@ -492,13 +495,18 @@ class TritonPrinter(Visitor):
         if a.raw and b.raw:
             # two tiles read from memory are exact in the input dtype: multiply in it
             return f"tl.dot({a.code}.to(DT).to(CT), {b.code}.to(DT).to(CT), input_precision=PREC)"
-        self.read_by_computed |= a.raw or b.raw
+        tag = ""
+        if a.raw or b.raw:
+            # a tile read from memory times a computed one: tagged, so that the line it ends
+            # up in names it (a mixed-line candidate, however it is typed here)
+            self.products += 1
+            tag = f"{PRODUCT_TAG[0]}{self.products}{PRODUCT_TAG[1]}"
         if self.gprec == "GPREC" and self.precise:
             # a precise line (Variant.precise_lines) of a gradient kernel: every product with
             # a computed tile as its gated ones, fp32 operands in GPREC (tf32x3) where its
             # family multiplies computed tiles in tf32
-            return f"tl.dot({a.code}.to(DT2).to(CT2), {b.code}.to(DT2).to(CT2), input_precision=GPREC)"
-        if (a.raw or b.raw) and not self.mixed:
-            # a tile read from memory times a computed one
-            return f"tl.dot({a.code}.to(DT3).to(CT3), {b.code}.to(DT3).to(CT3), input_precision=PREC3)"
+            return f"tl.dot({a.code}.to(DT2).to(CT2), {b.code}.to(DT2).to(CT2), input_precision=GPREC{tag})"
+        if tag:
+            return f"tl.dot({a.code}.to(DT3{tag}).to(CT3{tag}), {b.code}.to(DT3{tag}).to(CT3{tag}), " \
+                   f"input_precision=PREC3{tag})"
         return f"tl.dot({a.code}.to(DT2).to(CT2), {b.code}.to(DT2).to(CT2), input_precision=PREC2)"

@@ -36,10 +36,11 @@ class Variant:
     # take TILING grad_gated; the others' take the kernel's PREC2.  Chosen by the precision
     # planner (codegen/precision.py); None: every line (the planner's survey of them)
     precise_lines: Optional[Tuple[str, ...]] = ()
-    # the gradient lines whose products of a tile read from memory by a computed one take
-    # the computed tiles' type (DT2/CT2/PREC2: fp32 operands in tf32 where the kernel's
-    # family is "tf32") instead of DT3: "tf32_mixed" for those lines only.  Chosen by the
-    # precision planner
+    # the lines of the gradient and reverse scan kernels whose products of a tile read
+    # from memory by a computed one take the computed tiles' type (DT2/CT2/PREC2: fp32
+    # operands in tf32 where the kernel's family is "tf32") instead of DT3: "tf32_mixed"
+    # for those products only.  "n" names every such product of line n, "n#2" its second
+    # where it has several (emit.settle_products).  Chosen by the precision planner
     mixed_lines: Tuple[str, ...] = ()
     # the tiles passed between backward kernels (V reductions, C x C tiles, the reverse
     # scan's C x Dv tiles) stored in the inputs' dtype instead of fp32, a V reduction only

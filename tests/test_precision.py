@@ -173,7 +173,7 @@ def test_a_gate_gradient_is_held_to_the_kernel_at_its_most_precise(monkeypatch):
     rec, _ = precision.plan(v, lambda vv: "", "", [], _LooseGate)
     assert rec["met"] and Choice.from_dict(rec["choice"]) == Choice.cheapest()
     # mixed lines that do not help leave the family at tf32_mixed
-    rec, _ = precision.plan(v, lambda vv: "", "", [], _LooseGate, gates=("g",), mixable=["S", "vr2"])
+    rec, _ = precision.plan(v, lambda vv: "", "", [], _LooseGate, gates=("g",), mixable={"gradv_dots": ["S", "vr2"]})
     assert rec["met"] and rec["choice"]["gradv_dots"] == "tf32_mixed" and rec["choice"]["mixed_lines"] == []
 
 
@@ -190,9 +190,10 @@ def test_a_family_at_tf32_mixed_is_narrowed_to_the_lines_that_need_it():
     # tf32_mixed stages every operand of the kernel in fp32 (simple GLA's gradient V block
     # halved on the H200); the planner keeps the family at tf32 plus the lines it needs
     v = next(v for v in VARIANTS if v.name == "simple_gla")
-    rec, _ = precision.plan(v, lambda vv: "", "", [], _OneMixedLine, gates=("g",), mixable=["S", "g_v", "vr2"])
+    rec, _ = precision.plan(v, lambda vv: "", "", [], _OneMixedLine, gates=("g",),
+                            mixable={"gradv_dots": ["S", "g_v", "vr2"], "grad_dots": ["vr4"]})
     assert rec["met"] and rec["choice"]["gradv_dots"] == "tf32" and rec["choice"]["mixed_lines"] == ["vr2"]
-    assert rec["mixable_lines"] == ["S", "g_v", "vr2"]
+    assert rec["mixable_lines"] == ["S", "g_v", "vr2", "vr4"]
     assert any("narrowed" in s["step"] for s in rec["steps"])
 
 
@@ -210,7 +211,8 @@ class _TwoMixedLines(_LooseGate):
 
 def test_narrowing_keeps_the_gate_gradients_of_the_wider_family():
     v = next(v for v in VARIANTS if v.name == "simple_gla")
-    rec, _ = precision.plan(v, lambda vv: "", "", [], _TwoMixedLines, gates=("g",), mixable=["S", "g_v", "vr2"])
+    rec, _ = precision.plan(v, lambda vv: "", "", [], _TwoMixedLines, gates=("g",),
+                            mixable={"gradv_dots": ["S", "g_v", "vr2"]})
     assert rec["choice"]["gradv_dots"] == "tf32" and rec["choice"]["mixed_lines"] == ["S", "vr2"]
     assert rec["ceiling_ratios"] == {"s dg": 1.0}
 
@@ -323,7 +325,7 @@ def test_a_mixed_line_multiplies_like_two_computed_tiles_in_the_gradient_kernels
     base = dict(prep_dots="input", scan_dots="input", out_dots="input", reverse_dots="input", gradv_dots="tf32",
                 grad_dots="tf32")
     plain = gen.render_variant(precision.apply(v, Choice.from_dict(base)), plan=plan, check=False)
-    line = gen.candidate_lines(v, plan)[1][0]       # a product of a read tile by a computed one
+    line = gen.candidate_lines(v, plan)[1]["grad_dots"][0]     # a product of a read tile by a computed one
     mixed = gen.render_variant(precision.apply(v, Choice.from_dict(dict(base, mixed_lines=[line]))), plan=plan,
                                check=False)
     cut = "def _dgradv_kernel"
@@ -334,6 +336,117 @@ def test_a_mixed_line_multiplies_like_two_computed_tiles_in_the_gradient_kernels
     assert "DT3" in before and "DT3" not in after and "DT2" in after
     with pytest.raises(precision.CodegenError, match="mixed_lines names \\['nope'\\]"):
         gen.render_variant(dataclasses.replace(v, mixed_lines=("nope",)), plan=plan, check=False)
+
+
+def test_settle_products_types_the_products_a_mixed_line_names():
+    from chunkproof.codegen.emit import settle_products
+    from chunkproof.codegen.printer import PRODUCT_TAG
+    o, c = PRODUCT_TAG
+
+    def dot(k, kind="3"):
+        return f"tl.dot(a.to(DT{kind}{o}{k}{c}).to(CT{kind}{o}{k}{c}), b, input_precision=PREC{kind}{o}{k}{c})"
+    code = f"({dot(7)} - {dot(3)}) + {dot(7)}"       # product 7 appears twice, first
+    plain, names = settle_products(code, "x")
+    assert names == ["x#1", "x#2"] and plain.count("DT3") == 3 and o not in plain and "DT2" not in plain
+    second, _ = settle_products(code, "x", {"x#2"})
+    untagged = lambda kind: dot(0, kind).replace(f"{o}0{c}", "")        # noqa: E731
+    assert second == f"({untagged('3')} - {untagged('2')}) + {untagged('3')}"
+    assert settle_products(code, "x", {"x"})[0].count("DT2") == 3
+    assert settle_products(dot(5), "y") == (dot(5).replace(f"{o}5{c}", ""), ["y"])
+    # a precise product (GPREC) keeps its type but is named
+    assert settle_products(f"tl.dot(a, b, input_precision=GPREC{o}4{c})", "z", {"z"}) == \
+        ("tl.dot(a, b, input_precision=GPREC)", ["z"])
+
+
+def test_one_product_of_the_reverse_scan_takes_tf32_mixed_alone():
+    # Gated DeltaNet's reverse scan: dS_prev multiplies dO^T (Q gated) and dU^T W, two
+    # products of a read tile by a computed one; mixing the first alone leaves the second
+    # in the family's DT3 (FLA's dhu kernel types them so: docs/measurements.md)
+    from chunkproof.codegen.plan import load_variant
+    v = next(v for v in VARIANTS if v.name == "gated_delta_rule")
+    plan = load_variant(v, check=False)
+    mixable = gen.candidate_lines(v, plan)[1]
+    assert {"dS_prev#1", "dS_prev#2"} <= set(mixable["reverse_dots"])
+    base = dict(prep_dots="input", scan_dots="input", out_dots="input", reverse_dots="tf32", gradv_dots="input",
+                grad_dots="input")
+
+    def scan_line(mixed):
+        src = gen.render_variant(precision.apply(v, Choice.from_dict(dict(base, mixed_lines=mixed))), plan=plan,
+                                 check=False)
+        body = src[src.index("def _dstateh_kernel"):]
+        return re.search(r"b_dS_prev = [^\n]*(?:\n {12,}[^\n]*)*", body).group(0)
+    plain, first, whole = scan_line([]), scan_line(["dS_prev#1"]), scan_line(["dS_prev"])
+    assert plain.count("DT3") == 4 and "DT2" not in plain
+    assert first.index("tl.trans(b_dO).to(DT2)") < first.index("tl.trans(b_dU).to(DT3)")
+    assert first.count("DT2") == 2 and first.count("DT3") == 2
+    assert whole.count("DT2") == 4 and "DT3" not in whole
+    with pytest.raises(precision.CodegenError, match="mixed_lines names \\['dS_prev#3'\\]"):
+        gen.render_variant(precision.apply(v, Choice.from_dict(dict(base, mixed_lines=["dS_prev#3"]))), plan=plan,
+                           check=False)
+
+
+class _ReverseProduct(_LooseGate):
+    """dh0 meets the target only with the reverse scan's product dS_prev#1 in fp32
+    operands (its family at tf32_mixed, or at tf32 with that product mixed)."""
+    def ratios(self, desc, src):
+        self.n += 1
+        mixed = desc.split("mixed lines ")[1].split(", ") if "mixed lines " in desc else []
+        ok = "reverse_dots=tf32_mixed" in desc or (re.search(r"reverse_dots=tf32(,|$)", desc)
+                                                    and "dS_prev#1" in mixed)
+        return {"s dq": 0.5, "s dh0": 0.5 if ok else 3.0}
+
+
+def test_the_reverse_scan_family_is_narrowed_to_the_product_that_needs_it():
+    v = next(v for v in VARIANTS if v.name == "gated_delta_rule")
+    rec, _ = precision.plan(v, lambda vv: "", "", [], _ReverseProduct,
+                            mixable={"reverse_dots": ["hr0#1", "dS_prev#1", "dS_prev#2"], "gradv_dots": ["vr1"]})
+    assert rec["met"] and rec["choice"]["reverse_dots"] == "tf32" and rec["choice"]["mixed_lines"] == ["dS_prev#1"]
+    # a family's narrowing tries its own kernels' products alone
+    assert not any("vr1" in s["step"] for s in rec["steps"])
+
+
+class _ShortSighted(_LooseGate):
+    """At the planner's shapes the reverse scan's product hr0#2 in fp32 operands looks as
+    good as its family at tf32_mixed; on the benchmark's inputs at STORE_SHAPES dh0 is 4x
+    its error unless dS_prev#1 keeps
+    fp32 operands (Gated DeltaNet's case: hr0#2 alone met the target at the planner's
+    shapes with dh0 at 4x FLA's, docs/measurements.md)."""
+    def __init__(self, v, runtime, shapes, seed, inputs="fuzz"):
+        self.n, self.long = 0, inputs == "bench"
+
+    def ratios(self, desc, src):
+        self.n += 1
+        mixed = desc.split("mixed lines ")[1].split(", ") if "mixed lines " in desc else []
+        if "reverse_dots=tf32_mixed" not in desc and not re.search(r"reverse_dots=tf32(,|$)", desc):
+            return {"s dq": 0.5, "s dh0": 3.0}
+        wide = "reverse_dots=tf32_mixed" in desc or "dS_prev#1" in mixed
+        if self.long:
+            return {"l dq": 0.5, "l dh0": 0.1 if wide else 0.4}
+        # at the planner's shapes tf32 alone misses the target, and hr0#2 looks best
+        return {"s dq": 0.5, "s dh0": 0.45 if "hr0#2" in mixed else 0.5 if wide else 0.9}
+
+
+def test_narrowing_holds_every_error_at_the_longer_shapes_too():
+    v = next(v for v in VARIANTS if v.name == "gated_delta_rule")
+    rec, _ = precision.plan(v, lambda vv: "", "", [], _ShortSighted,
+                            mixable={"reverse_dots": ["dS_prev#2", "hr0#2", "dS_prev#1"]})
+    assert rec["met"] and rec["choice"]["reverse_dots"] == "tf32" and rec["choice"]["mixed_lines"] == ["dS_prev#1"]
+
+
+class _EveryProduct(_LooseGate):
+    """dh0 meets the target only with every product of the reverse scan in fp32 operands."""
+    def ratios(self, desc, src):
+        self.n += 1
+        mixed = desc.split("mixed lines ")[1].split(", ") if "mixed lines " in desc else []
+        ok = "reverse_dots=tf32_mixed" in desc or {"dS_prev#1", "dS_prev#2"} <= set(mixed)
+        return {"s dq": 0.5, "s dh0": 0.5 if ok else 3.0}
+
+
+def test_a_narrowing_that_takes_every_product_leaves_the_family_at_tf32_mixed():
+    v = next(v for v in VARIANTS if v.name == "gated_delta_rule")
+    rec, _ = precision.plan(v, lambda vv: "", "", [], _EveryProduct,
+                            mixable={"reverse_dots": ["dS_prev#1", "dS_prev#2"]})
+    assert rec["met"] and rec["choice"]["reverse_dots"] == "tf32_mixed" and rec["choice"]["mixed_lines"] == []
 
 
 def test_the_bundled_variants_name_their_log_gates():
