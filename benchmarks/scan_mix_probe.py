@@ -54,7 +54,80 @@ MIXES = {
     # dO read transposed from memory (as FLA reads q and w) instead of a register transpose
     "m7": ("tf32", "tf32", "tf32", "tload"),
     "m8": ("tf32", "tf32", "bf16", "tload"),
+    # the state and the K-wide tiles in two halves of 64 columns (FLA's dhu holds its
+    # state as up to four [64, BV] tiles): fewer registers live at once?  K <= 128,
+    # fixed-length inputs only
+    "m9": ("tf32", "tf32", "tf32", "ksplit"),
+    "m10": ("bf16", "bf16", "bf16", "ksplit"),
 }
+
+# the scan's body with the state in two halves of 64 columns (P1, P2, P3: the types)
+KSPLIT_BODY = """
+    i_v, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
+    bos = i_b.to(tl.int64) * T
+    boh = i_b.to(tl.int64) * tl.cdiv(T, BT)
+    o_t = tl.arange(0, BT)
+    o_k1 = tl.arange(0, 64)
+    o_k2 = 64 + tl.arange(0, 64)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_v = o_v < V
+    NT = tl.cdiv(T, BT)
+    p_s1 = o_k1[None, :] * V + o_v[:, None]
+    p_s2 = o_k2[None, :] * V + o_v[:, None]
+    m_s1 = m_v[:, None] & (o_k1 < K)[None, :]
+    m_s2 = m_v[:, None] & (o_k2 < K)[None, :]
+    b_ds1 = tl.zeros([BV, 64], dtype=tl.float32)
+    b_ds2 = tl.zeros([BV, 64], dtype=tl.float32)
+    if use_dht != 0:
+        b_ds1 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s1, mask=m_s1, other=0.)
+        b_ds2 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s2, mask=m_s2, other=0.)
+    for i_r in range(0, NT):
+        i_t = NT - 1 - i_r
+        r_t = i_t * BT + o_t
+        m_r = r_t < T
+        n_r = tl.minimum(T - i_t * BT, BT)
+        p_h = dh + ((boh + i_t) * H + i_h) * K * V
+        tl.store(p_h + p_s1, b_ds1, mask=m_s1)
+        tl.store(p_h + p_s2, b_ds2, mask=m_s2)
+        p_c = (boh + i_t) * H + i_h
+        p_r = r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :])
+        b_hr0 = tl.load(p_r, mask=m_v[None, :], other=0.).to(tl.float32)
+        b_g = tl.load(in_Gamma + (bos + tl.minimum(r_t, T - 1)) * H + i_h).to(tl.float32)[:, None]
+        b_gl = tl.load(in_Gamma + (bos + i_t * BT + n_r - 1) * H + i_h).to(tl.float32)
+        p_qk = ((bos + r_t[:, None]) * HQ + i_hq) * K
+        p_w = ((bos + r_t[:, None]) * H + i_h) * K
+        m_1 = m_r[:, None] & (o_k1 < K)[None, :]
+        m_2 = m_r[:, None] & (o_k2 < K)[None, :]
+        b_kf = tl.exp(b_gl - b_g)
+        b_k1 = tl.load(k + p_qk + o_k1[None, :], mask=m_1, other=0.)
+        b_k2 = tl.load(k + p_qk + o_k2[None, :], mask=m_2, other=0.)
+        b_dU = ({p1a} + {p1b} + b_hr0)
+        tl.store(p_r, b_dU.to(r_hr0.dtype.element_ty))
+        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & m_v[None, :],
+                       other=0.)
+        b_qf = tl.exp(b_g) * scale
+        b_sf = tl.exp(b_gl)
+        b_q1 = tl.load(q + p_qk + o_k1[None, :], mask=m_1, other=0.).to(tl.float32)
+        b_w1 = tl.load(in_Wl + p_w + o_k1[None, :], mask=m_1, other=0.)
+        b_ds1 = b_ds1 * b_sf + {p2a} - {p3a}
+        b_q2 = tl.load(q + p_qk + o_k2[None, :], mask=m_2, other=0.).to(tl.float32)
+        b_w2 = tl.load(in_Wl + p_w + o_k2[None, :], mask=m_2, other=0.)
+        b_ds2 = b_ds2 * b_sf + {p2b} - {p3b}
+    tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s1, b_ds1, mask=m_s1)
+    tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s2, b_ds2, mask=m_s2)
+"""
+
+
+def ksplit_source(text, start, end, k1, k2, k3):
+    """The module's text with _dstateh_kernel's body replaced by KSPLIT_BODY."""
+    head = text.index("use_dht):", start) + len("use_dht):")
+    body = KSPLIT_BODY.format(
+        p1a=typed("(b_k1 * b_kf)", "tl.trans(b_ds1)", k1), p1b=typed("(b_k2 * b_kf)", "tl.trans(b_ds2)", k1),
+        p2a=typed("tl.trans(b_dO)", "(b_q1 * b_qf)", k2), p2b=typed("tl.trans(b_dO)", "(b_q2 * b_qf)", k2),
+        p3a=typed("tl.trans(b_dU)", "b_w1", k3), p3b=typed("tl.trans(b_dU)", "b_w2", k3))
+    return text[:head] + body.rstrip("\n") + text[end:]
 DO_LOAD = (r"b_dO = tl\.load\(do \+ \(\(bos \+ r_t\[:, None\]\) \* H \+ i_h\) \* V \+ o_v\[None, :\], "
            r"mask=m_r\[:, None\] & \(o_v < V\)\[None, :\],\s*other=0\.\)")
 DO_LOAD_T = ("b_dOT = tl.load(do + ((bos + r_t[None, :]) * H + i_h) * V + o_v[:, None], "
@@ -78,6 +151,8 @@ def mixed_source(text, mix):
     edits = MIXES[mix][3:]
     start = text.index("def _dstateh_kernel(")
     end = text.index("\n\n\n", start)
+    if "ksplit" in edits:
+        return ksplit_source(text, start, end, k1, k2, k3)
     body = text[start:end]
     if k1 == "pull":
         p1 = f"({typed('b_K', 'tl.trans(b_ds)', 'bf16')} * tl.exp(b_Kr_f + b_gC_log))"
