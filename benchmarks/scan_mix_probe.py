@@ -59,7 +59,96 @@ MIXES = {
     # fixed-length inputs only
     "m9": ("tf32", "tf32", "tf32", "ksplit"),
     "m10": ("bf16", "bf16", "bf16", "ksplit"),
+    # and the state held transposed, [K, V] as FLA's dhu holds it, with Q and W read
+    # transposed from memory: no tile transposed in registers
+    "m13": ("tf32", "tf32", "tf32", "kfirst"),
+    "m14": ("bf16", "bf16", "bf16", "kfirst"),
+    "m15": ("pull", "tf32", "bf16", "kfirst"),     # FLA's types
+    # and each tile addressed from a per-sequence base pointer by 32-bit offsets (ours
+    # add a 64-bit sequence offset per element), as FLA's kernels address them
+    "m16": ("tf32", "tf32", "tf32", "kfirst", "base32"),
+    "m17": ("bf16", "bf16", "bf16", "kfirst", "base32"),
+    "m18": ("pull", "tf32", "bf16", "kfirst", "base32"),
 }
+
+# KFIRST_BODY's loads and stores from per-sequence base pointers by int32 offsets
+BASE32 = (
+    ("    NT = tl.cdiv(T, BT)\n",
+     "    NT = tl.cdiv(T, BT)\n    q_b = q + (bos * HQ + i_hq) * K\n    k_b = k + (bos * HQ + i_hq) * K\n"
+     "    w_b = in_Wl + (bos * H + i_h) * K\n    do_b = do + (bos * H + i_h) * V\n    g_b = in_Gamma + bos * H + i_h\n"),
+    ("p_g = in_Gamma + (bos + tl.minimum(r_t, T - 1)) * H + i_h", "p_g = g_b + tl.minimum(r_t, T - 1) * H"),
+    ("tl.load(in_Gamma + (bos + i_t * BT + n_r - 1) * H + i_h)", "tl.load(g_b + (i_t * BT + n_r - 1) * H)"),
+    ("p_qk = ((bos + r_t[:, None]) * HQ + i_hq) * K", "p_qk = r_t[:, None] * (HQ * K)"),
+    ("tl.load(k + p_qk", "tl.load(k_b + p_qk"),
+    ("tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :]", "tl.load(do_b + r_t[:, None] * (H * V) + o_v[None, :]"),
+    ("p_qt = ((bos + r_t[None, :]) * HQ + i_hq) * K", "p_qt = r_t[None, :] * (HQ * K)"),
+    ("p_wt = ((bos + r_t[None, :]) * H + i_h) * K", "p_wt = r_t[None, :] * (H * K)"),
+    ("tl.load(q + p_qt", "tl.load(q_b + p_qt"),
+    ("tl.load(in_Wl + p_wt", "tl.load(w_b + p_wt"),
+)
+
+# KSPLIT_BODY with the state as its transpose: two [64, BV] tiles
+KFIRST_BODY = """
+    i_v, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
+    bos = i_b.to(tl.int64) * T
+    boh = i_b.to(tl.int64) * tl.cdiv(T, BT)
+    o_t = tl.arange(0, BT)
+    o_k1 = tl.arange(0, 64)
+    o_k2 = 64 + tl.arange(0, 64)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_v = o_v < V
+    NT = tl.cdiv(T, BT)
+    p_s1 = o_k1[:, None] * V + o_v[None, :]
+    p_s2 = o_k2[:, None] * V + o_v[None, :]
+    m_s1 = (o_k1 < K)[:, None] & m_v[None, :]
+    m_s2 = (o_k2 < K)[:, None] & m_v[None, :]
+    b_ds1 = tl.zeros([64, BV], dtype=tl.float32)
+    b_ds2 = tl.zeros([64, BV], dtype=tl.float32)
+    if use_dht != 0:
+        b_ds1 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s1, mask=m_s1, other=0.)
+        b_ds2 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s2, mask=m_s2, other=0.)
+    for i_r in range(0, NT):
+        i_t = NT - 1 - i_r
+        r_t = i_t * BT + o_t
+        m_r = r_t < T
+        n_r = tl.minimum(T - i_t * BT, BT)
+        p_h = dh + ((boh + i_t) * H + i_h) * K * V
+        tl.store(p_h + p_s1, b_ds1, mask=m_s1)
+        tl.store(p_h + p_s2, b_ds2, mask=m_s2)
+        p_c = (boh + i_t) * H + i_h
+        p_r = r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :])
+        b_hr0 = tl.load(p_r, mask=m_v[None, :], other=0.).to(tl.float32)
+        p_g = in_Gamma + (bos + tl.minimum(r_t, T - 1)) * H + i_h
+        b_g = tl.load(p_g).to(tl.float32)[:, None]
+        b_gr = tl.load(p_g).to(tl.float32)[None, :]
+        b_gl = tl.load(in_Gamma + (bos + i_t * BT + n_r - 1) * H + i_h).to(tl.float32)
+        p_qk = ((bos + r_t[:, None]) * HQ + i_hq) * K
+        m_1 = m_r[:, None] & (o_k1 < K)[None, :]
+        m_2 = m_r[:, None] & (o_k2 < K)[None, :]
+        b_kf = tl.exp(b_gl - b_g)
+        b_k1 = tl.load(k + p_qk + o_k1[None, :], mask=m_1, other=0.)
+        b_k2 = tl.load(k + p_qk + o_k2[None, :], mask=m_2, other=0.)
+        b_dU = ({p1a} + {p1b} + b_hr0)
+        tl.store(p_r, b_dU.to(r_hr0.dtype.element_ty))
+        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & m_v[None, :],
+                       other=0.)
+        b_qf = tl.exp(b_gr) * scale
+        b_sf = tl.exp(b_gl)
+        p_qt = ((bos + r_t[None, :]) * HQ + i_hq) * K
+        p_wt = ((bos + r_t[None, :]) * H + i_h) * K
+        mt_1 = (o_k1 < K)[:, None] & m_r[None, :]
+        mt_2 = (o_k2 < K)[:, None] & m_r[None, :]
+        b_q1 = tl.load(q + p_qt + o_k1[:, None], mask=mt_1, other=0.).to(tl.float32)
+        b_w1 = tl.load(in_Wl + p_wt + o_k1[:, None], mask=mt_1, other=0.)
+        b_ds1 = b_ds1 * b_sf + {p2a} - {p3a}
+        b_q2 = tl.load(q + p_qt + o_k2[:, None], mask=mt_2, other=0.).to(tl.float32)
+        b_w2 = tl.load(in_Wl + p_wt + o_k2[:, None], mask=mt_2, other=0.)
+        b_ds2 = b_ds2 * b_sf + {p2b} - {p3b}
+    tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s1, b_ds1, mask=m_s1)
+    tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s2, b_ds2, mask=m_s2)
+"""
 
 # the scan's body with the state in two halves of 64 columns (P1, P2, P3: the types)
 KSPLIT_BODY = """
@@ -120,6 +209,27 @@ KSPLIT_BODY = """
 """
 
 
+def kfirst_source(text, start, end, k1, k2, k3, base32=False):
+    """The module's text with _dstateh_kernel's body replaced by KFIRST_BODY."""
+    head = text.index("use_dht):", start) + len("use_dht):")
+    if k1 == "pull":
+        p1a = f"({typed('b_k1', 'b_ds1', 'bf16')} * b_kf)"
+        p1b = f"({typed('b_k2', 'b_ds2', 'bf16')} * b_kf)"
+    else:
+        p1a, p1b = typed("(b_k1 * b_kf)", "b_ds1", k1), typed("(b_k2 * b_kf)", "b_ds2", k1)
+    body = KFIRST_BODY
+    if base32:
+        for a, b in BASE32:
+            if a not in body:
+                raise SystemExit(f"scan_mix_probe: {a!r} not in KFIRST_BODY")
+            body = body.replace(a, b)
+    body = body.format(
+        p1a=p1a, p1b=p1b,
+        p2a=typed("(b_q1 * b_qf)", "b_dO", k2), p2b=typed("(b_q2 * b_qf)", "b_dO", k2),
+        p3a=typed("b_w1", "b_dU", k3), p3b=typed("b_w2", "b_dU", k3))
+    return text[:head] + body.rstrip("\n") + text[end:]
+
+
 def ksplit_source(text, start, end, k1, k2, k3):
     """The module's text with _dstateh_kernel's body replaced by KSPLIT_BODY."""
     head = text.index("use_dht):", start) + len("use_dht):")
@@ -153,6 +263,8 @@ def mixed_source(text, mix):
     end = text.index("\n\n\n", start)
     if "ksplit" in edits:
         return ksplit_source(text, start, end, k1, k2, k3)
+    if "kfirst" in edits:
+        return kfirst_source(text, start, end, k1, k2, k3, "base32" in edits)
     body = text[start:end]
     if k1 == "pull":
         p1 = f"({typed('b_K', 'tl.trans(b_ds)', 'bf16')} * tl.exp(b_Kr_f + b_gC_log))"
