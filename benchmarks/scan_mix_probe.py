@@ -38,9 +38,12 @@ SRC = os.path.join(ROOT, "generated_kernels")
 VARIANT = "gated_delta_rule"
 
 # P1, P2, P3 as printed by `chunkproof gen` (whitespace-insensitive)
-P1 = r"tl\.dot\(\(b_K \* tl\.exp\(\(b_Kr_f \+ b_gC_log\)\)\)\.to\(DT[23]\)\.to\(CT[23]\), tl\.trans\(b_ds\)\.to\(DT[23]\)\.to\(CT[23]\),\s*input_precision=PREC[23]\)"
-P2 = r"tl\.dot\(tl\.trans\(b_dO\)\.to\(DT[23]\)\.to\(CT[23]\), \(b_Q \* tl\.exp\(b_Ql_f\)\)\.to\(DT[23]\)\.to\(CT[23]\),\s*input_precision=PREC[23]\)"
-P3 = r"tl\.dot\(tl\.trans\(b_dU\)\.to\(DT[23]\)\.to\(CT[23]\), b_Wl\.to\(DT[23]\)\.to\(CT[23]\),\s*input_precision=PREC[23]\)"
+P1 = (r"tl\.dot\(\(b_K \* tl\.exp\(\(b_Kr_f \+ b_gC_log\)\)\)\.to\(DT[23]\)\.to\(CT[23]\), "
+      r"tl\.trans\(b_ds\)\.to\(DT[23]\)\.to\(CT[23]\),\s*input_precision=PREC[23]\)")
+P2 = (r"tl\.dot\(tl\.trans\(b_dO\)\.to\(DT[23]\)\.to\(CT[23]\), "
+      r"\(b_Q \* tl\.exp\(b_Ql_f\)\)\.to\(DT[23]\)\.to\(CT[23]\),\s*input_precision=PREC[23]\)")
+P3 = (r"tl\.dot\(tl\.trans\(b_dU\)\.to\(DT[23]\)\.to\(CT[23]\), "
+      r"b_Wl\.to\(DT[23]\)\.to\(CT[23]\),\s*input_precision=PREC[23]\)")
 
 # mix name -> (P1, P2, P3) types
 MIXES = {

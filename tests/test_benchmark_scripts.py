@@ -513,3 +513,24 @@ def test_same_outputs_names_the_tensors_a_changed_module_computes_otherwise(benc
     assert "differ: o" in out and "final state" not in out
     (tmp_path / "same.py").write_text(src)
     assert same_outputs.main(argv + [str(tmp_path / "same.py")]) == 0
+
+
+def test_scan_mix_probe_copies_compute_what_the_kernel_does(tmp_path):
+    # the probe rewrites Gated DeltaNet's generated reverse scan by hand: a regenerated
+    # module it no longer matches stops it (SystemExit), and each rewritten copy computes
+    # the gradients of the copy with the same product types (same errors under the CPU
+    # emulation), so that its GPU timings compare like with like
+    out = tmp_path / "mix.md"
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "scan_mix_probe.py"), "--out", str(out),
+                        "--cpu", "1,40,1,32", "--mixes", "m0,m1,m4,m9,m13,m16,m10"],
+                       capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {ln.split("|")[1].strip(): ln.split("|")[3] for ln in out.read_text().splitlines()
+            if ln.startswith("| m") and not ln.startswith("| mix")}
+    errs = {m: {kv.split()[0]: float(kv.split()[1]) for kv in text.split(",")} for m, text in rows.items()}
+    assert set(errs) == {"m0", "m1", "m4", "m9", "m13", "m16", "m10"}
+    for same, ref in (("m9", "m0"), ("m13", "m0"), ("m16", "m0"), ("m10", "m1")):
+        for n, e in errs[ref].items():
+            assert errs[same][n] == pytest.approx(e, rel=0.05), (same, n)
+    assert errs["m1"]["dinitial_state"] > errs["m0"]["dinitial_state"]      # the bf16 scan loses dh0
