@@ -17,7 +17,7 @@ the fp64 recurrence on the benchmark's inputs.  An experiment, not a product pat
 copies live in a temporary package.
 
     python benchmarks/scan_mix_probe.py --out $OUT/scan_mix.md [--shape 2,16384,16,128]
-        [--err-shape 1,4096,4,128] [--mixes m0,m1,...] [--warps 4,8] [--stages 1,2,3]
+        [--err-shape 1,2048,2,128] [--mixes m0,m1,...] [--warps 4,8] [--stages 1,2,3]
 """
 import argparse
 import importlib
@@ -304,12 +304,14 @@ def package(mixes):
 def resources(mod):
     """(registers, spills, shared bytes, warps, stages) of each compiled _dstateh_kernel."""
     out = []
-    fn = mod._dstateh_kernel
-    for caches in fn.device_caches.values():
-        for kern in caches[0].values():
-            kern._init_handles()
-            md = kern.metadata
-            out.append((kern.n_regs, kern.n_spills, md.shared, md.num_warps, md.num_stages))
+    try:       # Triton's private cache layout: a changed one loses this column, not the row
+        for caches in mod._dstateh_kernel.device_caches.values():
+            for kern in caches[0].values():
+                kern._init_handles()
+                md = kern.metadata
+                out.append((kern.n_regs, kern.n_spills, md.shared, md.num_warps, md.num_stages))
+    except Exception as e:  # noqa: BLE001
+        return f"? ({type(e).__name__})"
     return out
 
 
@@ -317,7 +319,7 @@ def main():
     p = argparse.ArgumentParser(prog="scan_mix_probe.py", description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True)
     p.add_argument("--shape", default="2,16384,16,128")
-    p.add_argument("--err-shape", default="1,4096,4,128")
+    p.add_argument("--err-shape", default="1,2048,2,128")
     p.add_argument("--mixes", default=",".join(MIXES))
     p.add_argument("--warps", default="", help="also each mix at autotune=false with these scan warps")
     p.add_argument("--stages", default="2")
