@@ -74,6 +74,50 @@ MIXES = {
     "m18": ("pull", "tf32", "bf16", "kfirst", "base32"),
 }
 
+# the hand-written bodies' common parts: the program's indices, and the loop's head
+# (the state's initial value, its store per chunk, the parallel part's dU read)
+_HEAD = """
+    i_v, i_bh = tl.program_id(0), tl.program_id(1)
+    i_b, i_h = i_bh // H, i_bh % H
+    i_hq = i_h // (H // HQ)
+    bos = i_b.to(tl.int64) * T
+    boh = i_b.to(tl.int64) * tl.cdiv(T, BT)
+    o_t = tl.arange(0, BT)
+    o_k1 = tl.arange(0, 64)
+    o_k2 = 64 + tl.arange(0, 64)
+    o_v = i_v * BV + tl.arange(0, BV)
+    m_v = o_v < V
+    NT = tl.cdiv(T, BT)
+"""
+# and the δU product with the δO read after it (its products' text formatted in later)
+_DU = """
+        m_1 = m_r[:, None] & (o_k1 < K)[None, :]
+        m_2 = m_r[:, None] & (o_k2 < K)[None, :]
+        b_kf = tl.exp(b_gl - b_g)
+        b_k1 = tl.load(k + p_qk + o_k1[None, :], mask=m_1, other=0.)
+        b_k2 = tl.load(k + p_qk + o_k2[None, :], mask=m_2, other=0.)
+        b_dU = ({p1a} + {p1b} + b_hr0)
+        tl.store(p_r, b_dU.to(r_hr0.dtype.element_ty))
+        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & m_v[None, :],
+                       other=0.)
+"""
+_LOOP = """
+    if use_dht != 0:
+        b_ds1 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s1, mask=m_s1, other=0.)
+        b_ds2 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s2, mask=m_s2, other=0.)
+    for i_r in range(0, NT):
+        i_t = NT - 1 - i_r
+        r_t = i_t * BT + o_t
+        m_r = r_t < T
+        n_r = tl.minimum(T - i_t * BT, BT)
+        p_h = dh + ((boh + i_t) * H + i_h) * K * V
+        tl.store(p_h + p_s1, b_ds1, mask=m_s1)
+        tl.store(p_h + p_s2, b_ds2, mask=m_s2)
+        p_c = (boh + i_t) * H + i_h
+        p_r = r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :])
+        b_hr0 = tl.load(p_r, mask=m_v[None, :], other=0.).to(tl.float32)
+"""
+
 # KFIRST_BODY's loads and stores from per-sequence base pointers by int32 offsets
 BASE32 = (
     ("    NT = tl.cdiv(T, BT)\n",
@@ -91,53 +135,19 @@ BASE32 = (
 )
 
 # KSPLIT_BODY with the state as its transpose: two [64, BV] tiles
-KFIRST_BODY = """
-    i_v, i_bh = tl.program_id(0), tl.program_id(1)
-    i_b, i_h = i_bh // H, i_bh % H
-    i_hq = i_h // (H // HQ)
-    bos = i_b.to(tl.int64) * T
-    boh = i_b.to(tl.int64) * tl.cdiv(T, BT)
-    o_t = tl.arange(0, BT)
-    o_k1 = tl.arange(0, 64)
-    o_k2 = 64 + tl.arange(0, 64)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_v = o_v < V
-    NT = tl.cdiv(T, BT)
+KFIRST_BODY = _HEAD + """
     p_s1 = o_k1[:, None] * V + o_v[None, :]
     p_s2 = o_k2[:, None] * V + o_v[None, :]
     m_s1 = (o_k1 < K)[:, None] & m_v[None, :]
     m_s2 = (o_k2 < K)[:, None] & m_v[None, :]
     b_ds1 = tl.zeros([64, BV], dtype=tl.float32)
     b_ds2 = tl.zeros([64, BV], dtype=tl.float32)
-    if use_dht != 0:
-        b_ds1 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s1, mask=m_s1, other=0.)
-        b_ds2 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s2, mask=m_s2, other=0.)
-    for i_r in range(0, NT):
-        i_t = NT - 1 - i_r
-        r_t = i_t * BT + o_t
-        m_r = r_t < T
-        n_r = tl.minimum(T - i_t * BT, BT)
-        p_h = dh + ((boh + i_t) * H + i_h) * K * V
-        tl.store(p_h + p_s1, b_ds1, mask=m_s1)
-        tl.store(p_h + p_s2, b_ds2, mask=m_s2)
-        p_c = (boh + i_t) * H + i_h
-        p_r = r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :])
-        b_hr0 = tl.load(p_r, mask=m_v[None, :], other=0.).to(tl.float32)
-        p_g = in_Gamma + (bos + tl.minimum(r_t, T - 1)) * H + i_h
+""" + _LOOP + """        p_g = in_Gamma + (bos + tl.minimum(r_t, T - 1)) * H + i_h
         b_g = tl.load(p_g).to(tl.float32)[:, None]
         b_gr = tl.load(p_g).to(tl.float32)[None, :]
         b_gl = tl.load(in_Gamma + (bos + i_t * BT + n_r - 1) * H + i_h).to(tl.float32)
         p_qk = ((bos + r_t[:, None]) * HQ + i_hq) * K
-        m_1 = m_r[:, None] & (o_k1 < K)[None, :]
-        m_2 = m_r[:, None] & (o_k2 < K)[None, :]
-        b_kf = tl.exp(b_gl - b_g)
-        b_k1 = tl.load(k + p_qk + o_k1[None, :], mask=m_1, other=0.)
-        b_k2 = tl.load(k + p_qk + o_k2[None, :], mask=m_2, other=0.)
-        b_dU = ({p1a} + {p1b} + b_hr0)
-        tl.store(p_r, b_dU.to(r_hr0.dtype.element_ty))
-        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & m_v[None, :],
-                       other=0.)
-        b_qf = tl.exp(b_gr) * scale
+""" + _DU + """        b_qf = tl.exp(b_gr) * scale
         b_sf = tl.exp(b_gl)
         p_qt = ((bos + r_t[None, :]) * HQ + i_hq) * K
         p_wt = ((bos + r_t[None, :]) * H + i_h) * K
@@ -154,52 +164,18 @@ KFIRST_BODY = """
 """
 
 # the scan's body with the state in two halves of 64 columns (P1, P2, P3: the types)
-KSPLIT_BODY = """
-    i_v, i_bh = tl.program_id(0), tl.program_id(1)
-    i_b, i_h = i_bh // H, i_bh % H
-    i_hq = i_h // (H // HQ)
-    bos = i_b.to(tl.int64) * T
-    boh = i_b.to(tl.int64) * tl.cdiv(T, BT)
-    o_t = tl.arange(0, BT)
-    o_k1 = tl.arange(0, 64)
-    o_k2 = 64 + tl.arange(0, 64)
-    o_v = i_v * BV + tl.arange(0, BV)
-    m_v = o_v < V
-    NT = tl.cdiv(T, BT)
+KSPLIT_BODY = _HEAD + """
     p_s1 = o_k1[None, :] * V + o_v[:, None]
     p_s2 = o_k2[None, :] * V + o_v[:, None]
     m_s1 = m_v[:, None] & (o_k1 < K)[None, :]
     m_s2 = m_v[:, None] & (o_k2 < K)[None, :]
     b_ds1 = tl.zeros([BV, 64], dtype=tl.float32)
     b_ds2 = tl.zeros([BV, 64], dtype=tl.float32)
-    if use_dht != 0:
-        b_ds1 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s1, mask=m_s1, other=0.)
-        b_ds2 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s2, mask=m_s2, other=0.)
-    for i_r in range(0, NT):
-        i_t = NT - 1 - i_r
-        r_t = i_t * BT + o_t
-        m_r = r_t < T
-        n_r = tl.minimum(T - i_t * BT, BT)
-        p_h = dh + ((boh + i_t) * H + i_h) * K * V
-        tl.store(p_h + p_s1, b_ds1, mask=m_s1)
-        tl.store(p_h + p_s2, b_ds2, mask=m_s2)
-        p_c = (boh + i_t) * H + i_h
-        p_r = r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :])
-        b_hr0 = tl.load(p_r, mask=m_v[None, :], other=0.).to(tl.float32)
-        b_g = tl.load(in_Gamma + (bos + tl.minimum(r_t, T - 1)) * H + i_h).to(tl.float32)[:, None]
+""" + _LOOP + """        b_g = tl.load(in_Gamma + (bos + tl.minimum(r_t, T - 1)) * H + i_h).to(tl.float32)[:, None]
         b_gl = tl.load(in_Gamma + (bos + i_t * BT + n_r - 1) * H + i_h).to(tl.float32)
         p_qk = ((bos + r_t[:, None]) * HQ + i_hq) * K
         p_w = ((bos + r_t[:, None]) * H + i_h) * K
-        m_1 = m_r[:, None] & (o_k1 < K)[None, :]
-        m_2 = m_r[:, None] & (o_k2 < K)[None, :]
-        b_kf = tl.exp(b_gl - b_g)
-        b_k1 = tl.load(k + p_qk + o_k1[None, :], mask=m_1, other=0.)
-        b_k2 = tl.load(k + p_qk + o_k2[None, :], mask=m_2, other=0.)
-        b_dU = ({p1a} + {p1b} + b_hr0)
-        tl.store(p_r, b_dU.to(r_hr0.dtype.element_ty))
-        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & m_v[None, :],
-                       other=0.)
-        b_qf = tl.exp(b_g) * scale
+""" + _DU + """        b_qf = tl.exp(b_g) * scale
         b_sf = tl.exp(b_gl)
         b_q1 = tl.load(q + p_qk + o_k1[None, :], mask=m_1, other=0.).to(tl.float32)
         b_w1 = tl.load(in_Wl + p_w + o_k1[None, :], mask=m_1, other=0.)
