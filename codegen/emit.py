@@ -411,7 +411,7 @@ class BackwardStages:
             st = getattr(self, f)
             for p in (st, st and st.loop):
                 if p:
-                    out.setdefault(fam, []).extend(n for n in p.mixable if n not in out.get(fam, ()))
+                    out[fam] = list(dict.fromkeys(out.get(fam, []) + p.mixable))
         return out
 
     def gradient_kernels(self) -> List[Stage]:

@@ -202,7 +202,7 @@ def candidate_lines(v: Variant, plan) -> Tuple[List[str], Dict[str, List[str]], 
     v = dataclasses.replace(v, precise_lines=None, mixed_lines=(), narrowed=())
     v, plan = _picked(v, dataclasses.replace(plan, variant=v), False)
     if not v.backward:
-        return [], [], []
+        return [], {}, []
     bw = emit.backward_stages(plan, backward_claims(v, plan.deriv, check=False))
     kernels = bw.gradient_parts()
     # the C x C boundary tiles (the triangular inverse, masked gated products) first: fp32
