@@ -27,7 +27,7 @@ from chunkproof.bench import args as A, tiling
 PROG = "compile_check.py"
 PTR = {"bf16": "*bf16", "fp16": "*fp16", "fp32": "*fp32"}
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-INTS = ("T", "H", "HQ", "NCH", "use_h0", "store_ht", "use_dht")
+INTS = ("T", "NP", "H", "HQ", "NCH", "use_h0", "store_ht", "use_dht")
 FP32_STATES = ("h0", "ht", "dh", "dht", "dh0")     # states and their gradients: fp32 (dh: but see Launches.dh_type)
 SEQ_TABLES = ("cu", "ci", "co")     # cu_seqlens' tables (int32; never read without VARLEN)
 

@@ -29,6 +29,20 @@ def section(title, total_ms, rows):
     return "\n".join(lines) + "\n"
 
 
+def autotune_picks(mod):
+    """What triton.autotune picked for each of ``mod``'s kernels so far, per tuning key
+    (the runtime's autotuned kernels; empty with autotune off)."""
+    rt = sys.modules[mod.__name__.rsplit(".", 1)[0] + "._runtime"]
+    lines = []
+    for (fn, _, _), tuner in rt._AUTOTUNED.items():
+        if getattr(mod, getattr(fn, "__name__", ""), None) is not fn:
+            continue
+        for key, cfg in tuner.cache.items():
+            picked = " ".join(f"{k}={v}" for k, v in sorted(cfg.kwargs.items()))
+            lines.append(f"- `{fn.__name__}` key {key}: {picked} warps {cfg.num_warps} stages {cfg.num_stages}")
+    return "\n".join(["autotune picked:"] + sorted(lines)) + "\n" if lines else ""
+
+
 def parse(argv):
     p = A.Parser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--out", default=None)
@@ -91,7 +105,7 @@ def main(argv=None):
                     rows = timing.kernel_times(call, a.iters)
                     ms = timing.median_ms(call, True, 1, 50, 200)
                 print(f"[{variant}] {label} {ms:.4f} ms ({time.time() - t:.1f} s)", file=sys.stderr)
-                parts.append(section(label, ms, rows))
+                parts.append(section(label, ms, rows) + autotune_picks(mod))
             except Exception as e:  # noqa: BLE001  (one bad config must not hide the rest)
                 parts.append(f"### {label}: failed: {type(e).__name__}: {str(e)[:300]}\n")
             write()

@@ -34,7 +34,7 @@ def ours(mixes, stages, label=""):
                                  arch=90)
     for m in mixes:
         for bv, w in CONFIGS:
-            with tiling.applied(mods[m], dict(autotune=False, BV=bv, scan_warps=w, scan_stages=stages)):
+            with tiling.applied(mods[m], dict(autotune=False, scan_BV=bv, scan_warps=w, scan_stages=stages)):
                 print(f"{m}{label} BV {bv} warps {w}: ", end="", flush=True)
                 CC.check_variant(m, mods[m], args)
     for k in [k for k in sys.modules if k.startswith("scanmix")]:

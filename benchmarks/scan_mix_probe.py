@@ -262,6 +262,15 @@ def mixed_source(text, mix):
     return text[:start] + new + text[end:]
 
 
+def whole_state_source():
+    """The module as generated, but with its scans' state printed in one piece: the
+    copies below are edits of that form (session 41; codegen/ksplit.py came after)."""
+    from chunkproof.codegen import gen
+    env = gen._env()
+    env.filters["ksplit"] = lambda text, axes, where: text
+    return gen.render_recorded(VARIANT, env=env)
+
+
 def package(mixes):
     """A temporary package holding _runtime.py and one module per mix."""
     d = tempfile.mkdtemp(prefix="scanmix_")
@@ -269,7 +278,7 @@ def package(mixes):
     os.makedirs(pkg)
     open(os.path.join(pkg, "__init__.py"), "w").close()
     shutil.copy(os.path.join(SRC, "_runtime.py"), pkg)
-    text = open(os.path.join(SRC, f"{VARIANT}.py")).read()
+    text = whole_state_source()
     for m in mixes:
         with open(os.path.join(pkg, f"{m}.py"), "w") as f:
             f.write(mixed_source(text, m))
@@ -335,7 +344,7 @@ def main():
     cfgs = [("autotune", {}, None)]
     if a.bv32:
         # every V-tiled kernel at V blocks of 32 (the runtime raises them to 64 on Hopper)
-        cfgs.append(("BV 32", dict(BV=32), 32))
+        cfgs.append(("BV 32", dict(BV=32, scan_BV=32), 32))
     for w in filter(None, a.warps.split(",")):
         for s in a.stages.split(","):
             cfgs.append((f"w{w} s{s}", dict(autotune=False, scan_warps=int(w), scan_stages=int(s)), None))

@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Tuple
 
 import jinja2
 
-from . import backward_pick, emit, fla_api, precision, recurrent, wrap
+from . import backward_pick, emit, fla_api, ksplit, precision, recurrent, wrap
 from .plan import backward_claims, build, load_variant
 from .printer import PRODUCT_TAG, CodegenError
 from .tiling import Tiling
@@ -30,9 +30,12 @@ K_BLOCK, K_BLOCK_LOOPED = 32, 64
 
 
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
-                              undefined=jinja2.StrictUndefined, trim_blocks=True,
-                              lstrip_blocks=True, keep_trailing_newline=True)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["ksplit"] = ksplit.split_body
+    env.globals["scan_pieces"] = ksplit.PIECES
+    return env
 
 
 def tiling_of(v: Variant, kb=None) -> Tiling:
@@ -293,6 +296,16 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
     files["__init__.py"] = env.get_template("init.py.j2").render(
         variants=variants, rfunc={v.func: fla_api.recurrent_name(v.func) for v in variants})
     return files
+
+
+def render_recorded(name: str, env=None, out_dir: str = OUT_DIR) -> str:
+    """A bundled module printed with the choice its precision record holds, planning
+    nothing (benchmarks/scan_mix_probe.py edits a scan printed with ``env``'s filters)."""
+    v = next(x for x in VARIANTS if x.name == name)
+    rec = precision.read_record(out_dir, name)
+    if rec is None:
+        raise StalePrecision(f"no precision record of {name} in {out_dir} (run chunkproof gen)")
+    return render_variant(precision.apply(v, precision.Choice.from_dict(rec["choice"])), env=env)
 
 
 def stale(files: Dict[str, str], out_dir: str = OUT_DIR) -> List[str]:

@@ -59,7 +59,11 @@ HUGE = 32
 class Tiling:
     """Every key is stated for every variant; nothing falls back to another key."""
     BT: int = _key("chunk size: tokens per chunk (bf16 and fp16 inputs)", "block")
-    BV: int = _key("V block of the state scan, output kernel and reverse scan", "block")
+    BV: int = _key("V block of the output kernel and the reverse scan's parallel part", "block")
+    scan_BV: int = _key("V block of the sequential kernels (state scan, reverse scan); on a GPU autotune also "
+                        "tries half of it, per number of sequences x heads", "block")
+    scan_BK: int = _key("K piece of the sequential kernels' state: it is held as BK / scan_BK tiles of this many "
+                        "columns, at most 4 (codegen/ksplit.py)", "block")
     prep_warps: int = _key("warps of the intra kernels", WARPS)
     prep_stages: int = _key("pipelining stages of the intra kernels", "positive")
     scan_warps: int = _key("warps of the sequential kernels (state scan, reverse scan)", WARPS)
@@ -88,8 +92,9 @@ class Tiling:
                           "among these values and their neighbours; the interpreter runs these values", "bool")
     keep_forward: bool = _key("autograd keeps the forward's intra tiles and chunk states for the backward", "bool")
     fp32_BT: int = _key("chunk size for fp32 inputs", "block")
-    fp32_BV: int = _key("V block (BV) for fp32 inputs", "block")
-    fp32_wide_BV: int = _key("V block (BV) for fp32 inputs with K or V over 128", "block")
+    fp32_BV: int = _key("V block (BV, and scan_BV at most) for fp32 inputs", "block")
+    fp32_wide_BV: int = _key("V block (BV, and scan_BV at most) for fp32 inputs with K or V over 128",
+                               "block")
     fp32_stages: int = _key("scan_stages and out_stages for fp32 inputs", "positive")
 
     def __post_init__(self):
@@ -135,9 +140,11 @@ class Tiling:
         of shared memory per program at 64, 100-135 KB at 32, the H200 has 227 KB)."""
         t = self
         if fp32:
-            t = dataclasses.replace(t, BT=t.fp32_BT, BV=t.fp32_wide_BV if wide else t.fp32_BV,
+            bv = t.fp32_wide_BV if wide else t.fp32_BV
+            t = dataclasses.replace(t, BT=t.fp32_BT, BV=bv, scan_BV=min(t.scan_BV, bv),
                                     scan_stages=t.fp32_stages, out_stages=t.fp32_stages)
         if huge:
             cap = HUGE // 2 if fp32 else HUGE
-            t = dataclasses.replace(t, BT=min(t.BT, cap), BV=min(t.BV, cap), grad_BV=min(t.grad_BV, cap))
+            t = dataclasses.replace(t, BT=min(t.BT, cap), BV=min(t.BV, cap),
+                                    scan_BV=min(t.scan_BV, cap), grad_BV=min(t.grad_BV, cap))
         return t

@@ -297,6 +297,9 @@ def effective_tiling(tiling, dtype, K, V):
 # there the blocks of such chunks are at least this (masked past the head size), and
 # autotune is not offered narrower V blocks
 HOPPER_MIN_BLOCK = 64
+# ... but for the sequential kernels (state scan, reverse scan), whose V blocks of 32
+# every variant's GPU tests ran (docs/measurements.md, "The scans' V block on Hopper")
+HOPPER_MIN_SCAN_BLOCK = 32
 
 
 # CUDA device index -> whether it is a Hopper GPU: asked once per device, as
@@ -321,8 +324,10 @@ def _on_hopper(device):
     return _HOPPER[index]
 
 
-def _least_block(chunk_size, hopper):
-    return HOPPER_MIN_BLOCK if chunk_size >= 64 and hopper else 16
+def _least_block(chunk_size, hopper, sequential=False):
+    if chunk_size >= 64 and hopper:
+        return HOPPER_MIN_SCAN_BLOCK if sequential else HOPPER_MIN_BLOCK
+    return 16
 
 
 def block_sizes(K, V, chunk_size, bv, hopper):
@@ -332,6 +337,25 @@ def block_sizes(K, V, chunk_size, bv, hopper):
     bk = max(least, triton.next_power_of_2(K))
     bv_full = max(least, triton.next_power_of_2(V))
     return chunk_size, bk, bv_full, min(max(bv, least), bv_full)
+
+
+def scan_block(bv_full, chunk_size, scan_bv, hopper):
+    """The sequential kernels' V block (TILING scan_BV): at most the padded head
+    (block_sizes' BV_full), at least _least_block's for them."""
+    return min(max(scan_bv, _least_block(chunk_size, hopper, sequential=True)), bv_full)
+
+
+def state_pieces(BK, scan_bk):
+    """(KP, KB): a sequential kernel holds its state as KP tiles of KB columns
+    (codegen/ksplit.py; TILING scan_BK wide, at most 4 of them)."""
+    kp = max(1, min(4, BK // scan_bk))
+    return kp, BK // kp
+
+
+def programs_key(n):
+    """Autotune's key for a sequential kernel's number of (sequence, head) programs per
+    V block: its power of two above, as the best V block follows the GPU's waves."""
+    return triton.next_power_of_2(n)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -357,6 +381,7 @@ class Launch:
     guarded: bool = False
     restore: tuple = ()        # arguments it writes over after reading them: autotune's trials put them back
     hopper: bool = False       # the inputs' device is a Hopper GPU (_on_hopper): configs' least V block
+    sequential: bool = False   # a state or reverse scan: _least_block's least for them
 
     def passes(self):
         """The extra constexprs of each launch of one call, in order."""
@@ -371,12 +396,13 @@ class Launch:
     def configs(self):
         """(constexprs, num_warps, num_stages) of the stated configuration, the other of 4
         and 8 warps, and each with half the V block where BV is tuned (not below 16; on a
-        Hopper GPU not below HOPPER_MIN_BLOCK for chunks of 64 or more)."""
+        Hopper GPU, for chunks of 64 or more, not below HOPPER_MIN_BLOCK, or
+        HOPPER_MIN_SCAN_BLOCK for a sequential kernel)."""
         warps = [self.num_warps] + [w for w in (4, 8) if w != self.num_warps][:1]
         blocks = [{}]
         if "BV" in self.tuned:
             bv = self.constexprs["BV"]
-            least = _least_block(self.constexprs.get("BT", 0), self.hopper)
+            least = _least_block(self.constexprs.get("BT", 0), self.hopper, self.sequential)
             blocks = [{"BV": bv}] + ([{"BV": bv // 2}] if bv // 2 >= least else [])
         return [(b, w, self.num_stages) for b in blocks for w in warps]
 
@@ -407,12 +433,14 @@ def _autotuned(fn, configs, restore=()):
     key = (fn, configs, restore)
     if key not in _AUTOTUNED:
         # keyed on the sizes that change the best tiling (BV where it is not tuned: the
-        # gradient kernels' V block, narrowed after a launch that did not fit); the
-        # pointers' dtypes are in autotune's key already.  A kernel writes only its
-        # outputs, but for ``restore``: tiles it writes over after reading them
+        # gradient kernels' V block, narrowed after a launch that did not fit; NP, the
+        # sequential kernels' programs_key); the pointers' dtypes are in autotune's key
+        # already.  A kernel writes only its outputs, but for ``restore``: tiles it
+        # writes over after reading them
         _AUTOTUNED[key] = triton.autotune(
             configs=[triton.Config(dict(b), num_warps=w, num_stages=st) for b, w, st in configs],
-            key=["H", "K", "V", "BT", "BV"], restore_value=list(restore) or None)(fn)
+            key=[k for k in ("H", "K", "V", "BT", "BV", "NP") if k in fn.arg_names],
+            restore_value=list(restore) or None)(fn)
     return _AUTOTUNED[key]
 
 

@@ -15,14 +15,16 @@ from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _fail, _inv_unit_lower, _masked_gated_dot, _masked_mix, _on_hopper, autotuning,
     bind_params, block_sizes, cached_specs, check_args, check_grads, check_keywords, check_looped_k_block,
     effective_tiling, explains_resources, fitted_grad_bv, flip_time, gpu_sms, input_options, kernel_types, needs_grad,
-    refuse_grad, sequence_offsets, sequence_tables, state_layout_in, state_layout_out, unused_rows)
+    programs_key, refuse_grad, scan_block, sequence_offsets, sequence_tables, state_layout_in, state_layout_out,
+    state_pieces, unused_rows)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
-TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
-        grad_BV=128, grad_BK=64, grad_warps=8, grad_stages=1, prep_dots='input', scan_dots='input', out_dots='tf32',
-        reverse_dots='input', gradv_dots='input', grad_dots='input', grad_gated='tf32x3', dh_store='input',
-        autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
+TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
+        out_warps=4, out_stages=2, grad_BV=128, grad_BK=64, grad_warps=8, grad_stages=1, prep_dots='input',
+        scan_dots='input', out_dots='tf32', reverse_dots='input', gradv_dots='input', grad_dots='input',
+        grad_gated='tf32x3', dh_store='input', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32,
+        fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('beta', 'head'))
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
 # for nothing, what it asks for); accepted at that value, refused by name otherwise
@@ -148,16 +150,16 @@ def _intra_wide_kernel(k, v, beta, in_At, out_W, out_U, scale, T,
             b_U.to(out_U.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
 
-# T and the two flags are runtime values: fewer specialisations, fewer compiles.  The
-# scan carries the state and writes S_[t-1]^C of every chunk to h; the outputs are then
-# computed for all chunks in parallel
-@triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
-def _state_kernel(k, in_W, in_U, h, h0, ht, scale, T,
+# T, NP (programs_key: autotune's key alone) and the two flags are runtime values: fewer
+# specialisations, fewer compiles.  The scan carries the state and writes S_[t-1]^C of
+# every chunk to h; the outputs are then computed for all chunks in parallel
+@triton.jit(do_not_specialize=["T", "NP", "use_h0", "store_ht"])
+def _state_kernel(k, in_W, in_U, h, h0, ht, scale, T, NP,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr, use_h0,
-                          store_ht):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr, KP: tl.constexpr,
+                          KB: tl.constexpr, use_h0, store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     i_hq = i_h // (H // HQ)
@@ -175,35 +177,119 @@ def _state_kernel(k, in_W, in_U, h, h0, ht, scale, T,
     m_strict = o_t[:, None] > o_t[None, :]
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
+    o_k0 = tl.arange(0, KB)
+    if KP > 1:
+        o_k1 = 1 * KB + tl.arange(0, KB)
+    if KP > 2:
+        o_k2 = 2 * KB + tl.arange(0, KB)
+    if KP > 3:
+        o_k3 = 3 * KB + tl.arange(0, KB)
+
     NT = tl.cdiv(T, BT)
-    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
-    p_s = o_k[None, :] * V + o_v[:, None]
-    b_s = tl.zeros([BV, BK], dtype=tl.float32)
+    m_s0 = (o_v < V)[:, None] & (o_k0 < K)[None, :]
+    if KP > 1:
+        m_s1 = (o_v < V)[:, None] & (o_k1 < K)[None, :]
+    if KP > 2:
+        m_s2 = (o_v < V)[:, None] & (o_k2 < K)[None, :]
+    if KP > 3:
+        m_s3 = (o_v < V)[:, None] & (o_k3 < K)[None, :]
+    p_s0 = o_k0[None, :] * V + o_v[:, None]
+    if KP > 1:
+        p_s1 = o_k1[None, :] * V + o_v[:, None]
+    if KP > 2:
+        p_s2 = o_k2[None, :] * V + o_v[:, None]
+    if KP > 3:
+        p_s3 = o_k3[None, :] * V + o_v[:, None]
+    b_s_k0 = tl.zeros([BV, KB], dtype=tl.float32)
+    if KP > 1:
+        b_s_k1 = tl.zeros([BV, KB], dtype=tl.float32)
+    if KP > 2:
+        b_s_k2 = tl.zeros([BV, KB], dtype=tl.float32)
+    if KP > 3:
+        b_s_k3 = tl.zeros([BV, KB], dtype=tl.float32)
     if use_h0 != 0:
-        b_s += tl.load(h0 + i_bh.to(tl.int64) * K * V + p_s, mask=m_s, other=0.)
+        b_s_k0 += tl.load(h0 + i_bh.to(tl.int64) * K * V + p_s0, mask=m_s0, other=0.)
+        if KP > 1:
+            b_s_k1 += tl.load(h0 + i_bh.to(tl.int64) * K * V + p_s1, mask=m_s1, other=0.)
+        if KP > 2:
+            b_s_k2 += tl.load(h0 + i_bh.to(tl.int64) * K * V + p_s2, mask=m_s2, other=0.)
+        if KP > 3:
+            b_s_k3 += tl.load(h0 + i_bh.to(tl.int64) * K * V + p_s3, mask=m_s3, other=0.)
     for i_t in range(0, NT):
         r_t = i_t * BT + o_t
         m_r = r_t < T
         n_r = tl.minimum(T - i_t * BT, BT)
         m_last = (o_t == n_r - 1)[:, None]
         m_mid = (o_t == n_r // 2)[:, None]
-        tl.store(h + ((boh + i_t) * H + i_h) * K * V + p_s, b_s.to(h.dtype.element_ty), mask=m_s)
-        b_K = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
-                other=0.)
-        b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
-                & (o_k < K)[None, :], other=0.)
+        tl.store(h + ((boh + i_t) * H + i_h) * K * V + p_s0, b_s_k0.to(h.dtype.element_ty), mask=m_s0)
+        if KP > 1:
+            tl.store(h + ((boh + i_t) * H + i_h) * K * V + p_s1, b_s_k1.to(h.dtype.element_ty), mask=m_s1)
+        if KP > 2:
+            tl.store(h + ((boh + i_t) * H + i_h) * K * V + p_s2, b_s_k2.to(h.dtype.element_ty), mask=m_s2)
+        if KP > 3:
+            tl.store(h + ((boh + i_t) * H + i_h) * K * V + p_s3, b_s_k3.to(h.dtype.element_ty), mask=m_s3)
+        b_K_k0 = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
+                & (o_k0 < K)[None, :], other=0.)
+        if KP > 1:
+            b_K_k1 = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
+                    & (o_k1 < K)[None, :], other=0.)
+        if KP > 2:
+            b_K_k2 = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
+                    & (o_k2 < K)[None, :], other=0.)
+        if KP > 3:
+            b_K_k3 = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
+                    & (o_k3 < K)[None, :], other=0.)
+        b_W_k0 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
+                & (o_k0 < K)[None, :], other=0.)
+        if KP > 1:
+            b_W_k1 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k1[None, :], mask=m_r[:, None]
+                    & (o_k1 < K)[None, :], other=0.)
+        if KP > 2:
+            b_W_k2 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k2[None, :], mask=m_r[:, None]
+                    & (o_k2 < K)[None, :], other=0.)
+        if KP > 3:
+            b_W_k3 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
+                    & (o_k3 < K)[None, :], other=0.)
         b_U = tl.load(in_U + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None]
                 & (o_v < V)[None, :], other=0.)
         # Vnew = \mathbf{U} - \mathbf{W} {\mathbf{S}_{[t-1]}^{C}}^\top [program delta_rule_chunk, under claims
         #   delta_rule.O, delta_rule.S]
-        b_Vnew = (b_U - tl.dot(b_W.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3))
+        b_Vnew_ksum0 = tl.dot(b_W_k0.to(DT3).to(CT3), tl.trans(b_s_k0).to(DT3).to(CT3), input_precision=PREC3)
+        if KP > 1:
+            b_Vnew_ksum0 = tl.dot(b_W_k1.to(DT3).to(CT3), tl.trans(b_s_k1).to(DT3).to(CT3), acc=b_Vnew_ksum0,
+                    input_precision=PREC3)
+        if KP > 2:
+            b_Vnew_ksum0 = tl.dot(b_W_k2.to(DT3).to(CT3), tl.trans(b_s_k2).to(DT3).to(CT3), acc=b_Vnew_ksum0,
+                    input_precision=PREC3)
+        if KP > 3:
+            b_Vnew_ksum0 = tl.dot(b_W_k3.to(DT3).to(CT3), tl.trans(b_s_k3).to(DT3).to(CT3), acc=b_Vnew_ksum0,
+                    input_precision=PREC3)
+        b_Vnew = (b_U - b_Vnew_ksum0)
         # S = \mathbf{S}_{[t-1]}^{C} + \mathbf{V}_{new}^\top \mathbf{K} [claim delta_rule.S, delta_rule.py §chunk
         #   forward]
-        b_S = (b_s + tl.dot(tl.trans(b_Vnew).to(DT3).to(CT3), b_K.to(DT3).to(CT3), input_precision=PREC3))
+        b_S_k0 = (b_s_k0 + tl.dot(tl.trans(b_Vnew).to(DT3).to(CT3), b_K_k0.to(DT3).to(CT3), input_precision=PREC3))
+        if KP > 1:
+            b_S_k1 = (b_s_k1 + tl.dot(tl.trans(b_Vnew).to(DT3).to(CT3), b_K_k1.to(DT3).to(CT3), input_precision=PREC3))
+        if KP > 2:
+            b_S_k2 = (b_s_k2 + tl.dot(tl.trans(b_Vnew).to(DT3).to(CT3), b_K_k2.to(DT3).to(CT3), input_precision=PREC3))
+        if KP > 3:
+            b_S_k3 = (b_s_k3 + tl.dot(tl.trans(b_Vnew).to(DT3).to(CT3), b_K_k3.to(DT3).to(CT3), input_precision=PREC3))
 
-        b_s = b_S
+        b_s_k0 = b_S_k0
+        if KP > 1:
+            b_s_k1 = b_S_k1
+        if KP > 2:
+            b_s_k2 = b_S_k2
+        if KP > 3:
+            b_s_k3 = b_S_k3
     if store_ht != 0:
-        tl.store(ht + i_bh.to(tl.int64) * K * V + p_s, b_s, mask=m_s)
+        tl.store(ht + i_bh.to(tl.int64) * K * V + p_s0, b_s_k0, mask=m_s0)
+        if KP > 1:
+            tl.store(ht + i_bh.to(tl.int64) * K * V + p_s1, b_s_k1, mask=m_s1)
+        if KP > 2:
+            tl.store(ht + i_bh.to(tl.int64) * K * V + p_s2, b_s_k2, mask=m_s2)
+        if KP > 3:
+            tl.store(ht + i_bh.to(tl.int64) * K * V + p_s3, b_s_k3, mask=m_s3)
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -317,13 +403,14 @@ def _dstate_pre_kernel(q, k, do, w_hr0, scale, T,
 # the backward's reverse scan: delta S_[t-1]^C from delta S_[t]^C and delta O_[t], from
 # the last chunk down; writes delta S_[t]^C of every chunk to dh and the initial state's
 # gradient to dh0.  V-blocked like the state scan.
-@triton.jit(do_not_specialize=["T", "use_dht"])
-def _dstateh_kernel(q, k, do, in_W, r_hr0, dh, dht, dh0, scale, T,
+@triton.jit(do_not_specialize=["T", "NP", "use_dht"])
+def _dstateh_kernel(q, k, do, in_W, r_hr0, dh, dht, dh0, scale, T, NP,
                     H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                     BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                     DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                     PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                            BVF: tl.constexpr, use_dht):
+                            BVF: tl.constexpr, KP: tl.constexpr,
+                    KB: tl.constexpr, use_dht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     i_hq = i_h // (H // HQ)
@@ -341,12 +428,44 @@ def _dstateh_kernel(q, k, do, in_W, r_hr0, dh, dht, dh0, scale, T,
     m_strict = o_t[:, None] > o_t[None, :]
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
+    o_k0 = tl.arange(0, KB)
+    if KP > 1:
+        o_k1 = 1 * KB + tl.arange(0, KB)
+    if KP > 2:
+        o_k2 = 2 * KB + tl.arange(0, KB)
+    if KP > 3:
+        o_k3 = 3 * KB + tl.arange(0, KB)
+
     NT = tl.cdiv(T, BT)
-    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
-    p_s = o_k[None, :] * V + o_v[:, None]
-    b_ds = tl.zeros([BV, BK], dtype=tl.float32)
+    m_s0 = (o_v < V)[:, None] & (o_k0 < K)[None, :]
+    if KP > 1:
+        m_s1 = (o_v < V)[:, None] & (o_k1 < K)[None, :]
+    if KP > 2:
+        m_s2 = (o_v < V)[:, None] & (o_k2 < K)[None, :]
+    if KP > 3:
+        m_s3 = (o_v < V)[:, None] & (o_k3 < K)[None, :]
+    p_s0 = o_k0[None, :] * V + o_v[:, None]
+    if KP > 1:
+        p_s1 = o_k1[None, :] * V + o_v[:, None]
+    if KP > 2:
+        p_s2 = o_k2[None, :] * V + o_v[:, None]
+    if KP > 3:
+        p_s3 = o_k3[None, :] * V + o_v[:, None]
+    b_ds_k0 = tl.zeros([BV, KB], dtype=tl.float32)
+    if KP > 1:
+        b_ds_k1 = tl.zeros([BV, KB], dtype=tl.float32)
+    if KP > 2:
+        b_ds_k2 = tl.zeros([BV, KB], dtype=tl.float32)
+    if KP > 3:
+        b_ds_k3 = tl.zeros([BV, KB], dtype=tl.float32)
     if use_dht != 0:
-        b_ds += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s, mask=m_s, other=0.)
+        b_ds_k0 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s0, mask=m_s0, other=0.)
+        if KP > 1:
+            b_ds_k1 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s1, mask=m_s1, other=0.)
+        if KP > 2:
+            b_ds_k2 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s2, mask=m_s2, other=0.)
+        if KP > 3:
+            b_ds_k3 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s3, mask=m_s3, other=0.)
     for i_r in range(0, NT):
         i_t = NT - 1 - i_r
         r_t = i_t * BT + o_t
@@ -354,29 +473,98 @@ def _dstateh_kernel(q, k, do, in_W, r_hr0, dh, dht, dh0, scale, T,
         n_r = tl.minimum(T - i_t * BT, BT)
         m_last = (o_t == n_r - 1)[:, None]
         m_mid = (o_t == n_r // 2)[:, None]
-        tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
+        tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s0, b_ds_k0, mask=m_s0)
+        if KP > 1:
+            tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s1, b_ds_k1, mask=m_s1)
+        if KP > 2:
+            tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s2, b_ds_k2, mask=m_s2)
+        if KP > 3:
+            tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s3, b_ds_k3, mask=m_s3)
         p_c = (boh + i_t) * H + i_h
         b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
                 other=0.).to(tl.float32)
-        b_Q = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
-                other=0.).to(tl.float32) * scale
-        b_K = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
-                other=0.)
+        b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
+                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 1:
+            b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
+                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 2:
+            b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
+                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 3:
+            b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
+                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
+        b_K_k0 = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
+                & (o_k0 < K)[None, :], other=0.)
+        if KP > 1:
+            b_K_k1 = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
+                    & (o_k1 < K)[None, :], other=0.)
+        if KP > 2:
+            b_K_k2 = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
+                    & (o_k2 < K)[None, :], other=0.)
+        if KP > 3:
+            b_K_k3 = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
+                    & (o_k3 < K)[None, :], other=0.)
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
                 other=0.)
-        b_W = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
-                & (o_k < K)[None, :], other=0.)
+        b_W_k0 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
+                & (o_k0 < K)[None, :], other=0.)
+        if KP > 1:
+            b_W_k1 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k1[None, :], mask=m_r[:, None]
+                    & (o_k1 < K)[None, :], other=0.)
+        if KP > 2:
+            b_W_k2 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k2[None, :], mask=m_r[:, None]
+                    & (o_k2 < K)[None, :], other=0.)
+        if KP > 3:
+            b_W_k3 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
+                    & (o_k3 < K)[None, :], other=0.)
         # dVnew = \mathbf{K} \delta \mathbf{S}_{[t]}^\top + (\left(\mathbf{Q} \mathbf{K}^\top \odot
         #   \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}) [claim delta_rule.dVnew, delta_rule.py §chunk backward]
-        b_dVnew = (tl.dot(b_K.to(DT3).to(CT3), tl.trans(b_ds).to(DT3).to(CT3), input_precision=PREC3) + b_hr0)
+        b_dVnew_ksum0 = tl.dot(b_K_k0.to(DT3).to(CT3), tl.trans(b_ds_k0).to(DT3).to(CT3), input_precision=PREC3)
+        if KP > 1:
+            b_dVnew_ksum0 = tl.dot(b_K_k1.to(DT3).to(CT3), tl.trans(b_ds_k1).to(DT3).to(CT3), acc=b_dVnew_ksum0,
+                    input_precision=PREC3)
+        if KP > 2:
+            b_dVnew_ksum0 = tl.dot(b_K_k2.to(DT3).to(CT3), tl.trans(b_ds_k2).to(DT3).to(CT3), acc=b_dVnew_ksum0,
+                    input_precision=PREC3)
+        if KP > 3:
+            b_dVnew_ksum0 = tl.dot(b_K_k3.to(DT3).to(CT3), tl.trans(b_ds_k3).to(DT3).to(CT3), acc=b_dVnew_ksum0,
+                    input_precision=PREC3)
+        b_dVnew = (b_dVnew_ksum0 + b_hr0)
         tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dVnew.to(r_hr0.dtype.element_ty))
         # dS_prev = \delta \mathbf{S}_{[t]} + \delta \mathbf{O}_{[t]}^\top \mathbf{Q} - \delta \mathbf{V}_{new}^\top
         #   \mathbf{W} [claim delta_rule.dS_prev, delta_rule.py §chunk backward]
-        b_dS_prev = ((b_ds + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), b_Q.to(DT3).to(CT3), input_precision=PREC3))
-                - tl.dot(tl.trans(b_dVnew).to(DT3).to(CT3), b_W.to(DT3).to(CT3), input_precision=PREC3))
+        b_dS_prev_k0 = ((b_ds_k0
+                + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), b_Q_k0.to(DT3).to(CT3), input_precision=PREC3))
+                - tl.dot(tl.trans(b_dVnew).to(DT3).to(CT3), b_W_k0.to(DT3).to(CT3), input_precision=PREC3))
+        if KP > 1:
+            b_dS_prev_k1 = ((b_ds_k1
+                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), b_Q_k1.to(DT3).to(CT3), input_precision=PREC3))
+                    - tl.dot(tl.trans(b_dVnew).to(DT3).to(CT3), b_W_k1.to(DT3).to(CT3), input_precision=PREC3))
+        if KP > 2:
+            b_dS_prev_k2 = ((b_ds_k2
+                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), b_Q_k2.to(DT3).to(CT3), input_precision=PREC3))
+                    - tl.dot(tl.trans(b_dVnew).to(DT3).to(CT3), b_W_k2.to(DT3).to(CT3), input_precision=PREC3))
+        if KP > 3:
+            b_dS_prev_k3 = ((b_ds_k3
+                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), b_Q_k3.to(DT3).to(CT3), input_precision=PREC3))
+                    - tl.dot(tl.trans(b_dVnew).to(DT3).to(CT3), b_W_k3.to(DT3).to(CT3), input_precision=PREC3))
 
-        b_ds = b_dS_prev
-    tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s, b_ds, mask=m_s)
+        b_ds_k0 = b_dS_prev_k0
+        if KP > 1:
+            b_ds_k1 = b_dS_prev_k1
+        if KP > 2:
+            b_ds_k2 = b_dS_prev_k2
+        if KP > 3:
+            b_ds_k3 = b_dS_prev_k3
+    tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s0, b_ds_k0, mask=m_s0)
+    if KP > 1:
+        tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s1, b_ds_k1, mask=m_s1)
+    if KP > 2:
+        tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s2, b_ds_k2, mask=m_s2)
+    if KP > 3:
+        tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s3, b_ds_k3, mask=m_s3)
+
 
 
 # the backward's gradients, per chunk in parallel, each from its verified claim.  The V
@@ -680,6 +868,8 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     hopper = _on_hopper(device)
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV, hopper)
     dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV, VARLEN=varlen)
+    KP, KB = state_pieces(BK, til.scan_BK)
+    sdims = dict(dims, BV=scan_block(BV_full, BT, til.scan_BV, hopper), KP=KP, KB=KB)
     ptypes, stypes, otypes = (kernel_types(dtype, device, d) for d in (til.prep_dots, til.scan_dots, til.out_dots))
     scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
     tune = autotuning(til, torch.device(device))
@@ -689,7 +879,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
                False, hopper=hopper),
         Launch("_intra_wide_kernel", dict(dims, BV=BV_full, **ptypes), til.prep_warps, til.prep_stages, (), tune,
                False, hopper=hopper),
-        Launch("_state_kernel", dict(dims, **stypes), *scan, ("BV",), tune, hopper=hopper),
+        Launch("_state_kernel", dict(sdims, **stypes), *scan, ("BV",), tune, hopper=hopper, sequential=True),
         Launch("_out_kernel", dict(dims, **otypes), *out, ("BV",), tune, False, hopper=hopper),
     ]
     BVG, fits = fitted_grad_bv("chunk_delta_rule", dtype, device, K, V, min(til.grad_BV, BV_full), til)
@@ -702,8 +892,8 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     # a K-side kernel with a V loop (Variant.loop_reductions) has its loop's V block tuned
     kernels += [
         Launch("_dstate_pre_kernel", dict(dims, **rtypes, BVF=BV_full), *out, (), tune, False, hopper=hopper),
-        Launch("_dstateh_kernel", dict(dims, **rtypes, BVF=BV_full), *scan, (), tune, restore=("r_hr0",),
-                hopper=hopper),
+        Launch("_dstateh_kernel", dict(sdims, **rtypes, BVF=BV_full), *scan, ("BV",), tune, restore=("r_hr0",),
+               hopper=hopper, sequential=True),
         Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
                False, hopper=hopper),
         Launch("_dgradc_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, ("BV",), tune, False,
@@ -744,7 +934,8 @@ def _forward(q, k, v, beta, scale, initial_state, output_final_state, chunk_size
     flags = dict(use_h0=int(initial_state is not None), store_ht=int(output_final_state))
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
     spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](k, W, U, h, h0, ht, scale, T,
-                                              H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
+                                              H=H, HQ=HQ, **sq, NP=programs_key(NS * H), **flags,
+                                                      **spec["_state_kernel"].kwargs)
     o = empty_like(v)     # after the scan: not alive beside the tiles it alone reads
     spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, k, W, U, h, o, scale, T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
@@ -784,9 +975,9 @@ def _backward_states(q, k, v, beta, do, dht, scale, chunk_size=None, seqs=None):
 
     spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, r_hr0, scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
-    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, k, do, W, r_hr0, dh,
+    spec["_dstateh_kernel"].on(_dstateh_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, k, do, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
-                                                H=H, HQ=HQ, **sq, use_dht=int(dht is not None),
+                                                H=H, HQ=HQ, **sq, NP=programs_key(NS * H), use_dht=int(dht is not None),
                                                         **spec["_dstateh_kernel"].kwargs)
 
     return dh, dh0
@@ -823,7 +1014,8 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
         spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](k, W, U, h, h0, v, scale,
                 T,
-                                                  H=H, HQ=HQ, **sq, use_h0=int(initial_state is not None), store_ht=0,
+                                                  H=H, HQ=HQ, **sq, NP=programs_key(NS * H),
+                                                          use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
     else:     # taken out of ``kept``: each is dropped after its last reader below
         h = kept.pop("h")
@@ -839,9 +1031,9 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
 
     spec["_dstate_pre_kernel"].on(_dstate_pre_kernel)[(triton.cdiv(V, BV), NT, B * H)](q, k, do, r_hr0, scale, T,
                                                         H=H, HQ=HQ, **sq, **spec["_dstate_pre_kernel"].kwargs)
-    spec["_dstateh_kernel"].on(_dstateh_kernel)[(triton.cdiv(V, BV), NS * H)](q, k, do, W, r_hr0, dh,
+    spec["_dstateh_kernel"].on(_dstateh_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, k, do, W, r_hr0, dh,
             dht if dht is not None else dh0, dh0, scale, T,
-                                                H=H, HQ=HQ, **sq, use_dht=int(dht is not None),
+                                                H=H, HQ=HQ, **sq, NP=programs_key(NS * H), use_dht=int(dht is not None),
                                                         **spec["_dstateh_kernel"].kwargs)
 
     del r_hr0     # read by the reverse scan last

@@ -16,14 +16,16 @@ from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _fail, _inv_unit_lower, _masked_gated_dot, _masked_mix, _on_hopper, autotuning,
     bind_params, block_sizes, cached_specs, check_args, check_grads, check_keywords, check_looped_k_block,
     effective_tiling, explains_resources, fitted_grad_bv, flip_time, gpu_sms, input_options, kernel_types, needs_grad,
-    refuse_grad, sequence_offsets, sequence_tables, state_layout_in, state_layout_out, unused_rows)
+    programs_key, refuse_grad, scan_block, sequence_offsets, sequence_tables, state_layout_in, state_layout_out,
+    state_pieces, unused_rows)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
-TILING = Tiling(BT=64, BV=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2, out_warps=4, out_stages=2,
-        grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, prep_dots='tf32', scan_dots='input', out_dots='input',
-        reverse_dots='input', gradv_dots='input', grad_dots='tf32', grad_gated='tf32x3', dh_store='input',
-        autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16, fp32_stages=1)
+TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
+        out_warps=4, out_stages=2, grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, prep_dots='tf32',
+        scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='input', grad_dots='tf32',
+        grad_gated='tf32x3', dh_store='input', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32,
+        fp32_wide_BV=16, fp32_stages=1)
 # the tiles' arguments, then the parameters' ([H, K] each)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('w', 'k')) + (('u', 'param_k'),)
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
@@ -125,16 +127,16 @@ def _intra_kernel(q, k, w, u, out_Gc, out_hs0, out_Aqk, rng, scale, T,
             b_Aqk.to(out_Aqk.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
 
 
-# T and the two flags are runtime values: fewer specialisations, fewer compiles.  The
-# scan carries the state and writes S_[t-1]^C of every chunk to h; the outputs are then
-# computed for all chunks in parallel
-@triton.jit(do_not_specialize=["T", "use_h0", "store_ht"])
-def _state_kernel(v, in_Gc, in_hs0, h, h0, ht, scale, T,
+# T, NP (programs_key: autotune's key alone) and the two flags are runtime values: fewer
+# specialisations, fewer compiles.  The scan carries the state and writes S_[t-1]^C of
+# every chunk to h; the outputs are then computed for all chunks in parallel
+@triton.jit(do_not_specialize=["T", "NP", "use_h0", "store_ht"])
+def _state_kernel(v, in_Gc, in_hs0, h, h0, ht, scale, T, NP,
                   H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr, use_h0,
-                          store_ht):
+                  PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr, KP: tl.constexpr,
+                          KB: tl.constexpr, use_h0, store_ht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     i_hq = i_h // (H // HQ)
@@ -152,36 +154,119 @@ def _state_kernel(v, in_Gc, in_hs0, h, h0, ht, scale, T,
     m_strict = o_t[:, None] > o_t[None, :]
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
+    o_k0 = tl.arange(0, KB)
+    if KP > 1:
+        o_k1 = 1 * KB + tl.arange(0, KB)
+    if KP > 2:
+        o_k2 = 2 * KB + tl.arange(0, KB)
+    if KP > 3:
+        o_k3 = 3 * KB + tl.arange(0, KB)
+
     NT = tl.cdiv(T, BT)
-    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
-    p_s = o_k[None, :] * V + o_v[:, None]
-    b_s = tl.zeros([BV, BK], dtype=tl.float32)
+    m_s0 = (o_v < V)[:, None] & (o_k0 < K)[None, :]
+    if KP > 1:
+        m_s1 = (o_v < V)[:, None] & (o_k1 < K)[None, :]
+    if KP > 2:
+        m_s2 = (o_v < V)[:, None] & (o_k2 < K)[None, :]
+    if KP > 3:
+        m_s3 = (o_v < V)[:, None] & (o_k3 < K)[None, :]
+    p_s0 = o_k0[None, :] * V + o_v[:, None]
+    if KP > 1:
+        p_s1 = o_k1[None, :] * V + o_v[:, None]
+    if KP > 2:
+        p_s2 = o_k2[None, :] * V + o_v[:, None]
+    if KP > 3:
+        p_s3 = o_k3[None, :] * V + o_v[:, None]
+    b_s_k0 = tl.zeros([BV, KB], dtype=tl.float32)
+    if KP > 1:
+        b_s_k1 = tl.zeros([BV, KB], dtype=tl.float32)
+    if KP > 2:
+        b_s_k2 = tl.zeros([BV, KB], dtype=tl.float32)
+    if KP > 3:
+        b_s_k3 = tl.zeros([BV, KB], dtype=tl.float32)
     if use_h0 != 0:
-        b_s += tl.load(h0 + i_bh.to(tl.int64) * K * V + p_s, mask=m_s, other=0.)
+        b_s_k0 += tl.load(h0 + i_bh.to(tl.int64) * K * V + p_s0, mask=m_s0, other=0.)
+        if KP > 1:
+            b_s_k1 += tl.load(h0 + i_bh.to(tl.int64) * K * V + p_s1, mask=m_s1, other=0.)
+        if KP > 2:
+            b_s_k2 += tl.load(h0 + i_bh.to(tl.int64) * K * V + p_s2, mask=m_s2, other=0.)
+        if KP > 3:
+            b_s_k3 += tl.load(h0 + i_bh.to(tl.int64) * K * V + p_s3, mask=m_s3, other=0.)
     for i_t in range(0, NT):
         r_t = i_t * BT + o_t
         m_r = r_t < T
         n_r = tl.minimum(T - i_t * BT, BT)
         m_last = (o_t == n_r - 1)[:, None]
         m_mid = (o_t == n_r // 2)[:, None]
-        tl.store(h + ((boh + i_t) * H + i_h) * K * V + p_s, b_s.to(h.dtype.element_ty), mask=m_s)
+        tl.store(h + ((boh + i_t) * H + i_h) * K * V + p_s0, b_s_k0.to(h.dtype.element_ty), mask=m_s0)
+        if KP > 1:
+            tl.store(h + ((boh + i_t) * H + i_h) * K * V + p_s1, b_s_k1.to(h.dtype.element_ty), mask=m_s1)
+        if KP > 2:
+            tl.store(h + ((boh + i_t) * H + i_h) * K * V + p_s2, b_s_k2.to(h.dtype.element_ty), mask=m_s2)
+        if KP > 3:
+            tl.store(h + ((boh + i_t) * H + i_h) * K * V + p_s3, b_s_k3.to(h.dtype.element_ty), mask=m_s3)
         b_V = tl.load(v + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
                 other=0.)
-        b_Gc_last = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :],
-                other=0.).to(tl.float32)
-        b_hs0 = tl.load(in_hs0 + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None]
-                & (o_k < K)[None, :], other=0.)
+        b_Gc_last_k0 = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k0[None, :],
+                mask=(o_k0 < K)[None, :], other=0.).to(tl.float32)
+        if KP > 1:
+            b_Gc_last_k1 = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k1[None, :],
+                    mask=(o_k1 < K)[None, :], other=0.).to(tl.float32)
+        if KP > 2:
+            b_Gc_last_k2 = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k2[None, :],
+                    mask=(o_k2 < K)[None, :], other=0.).to(tl.float32)
+        if KP > 3:
+            b_Gc_last_k3 = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k3[None, :],
+                    mask=(o_k3 < K)[None, :], other=0.).to(tl.float32)
+        b_hs0_k0 = tl.load(in_hs0 + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
+                & (o_k0 < K)[None, :], other=0.)
+        if KP > 1:
+            b_hs0_k1 = tl.load(in_hs0 + ((bos + r_t[:, None]) * H + i_h) * K + o_k1[None, :], mask=m_r[:, None]
+                    & (o_k1 < K)[None, :], other=0.)
+        if KP > 2:
+            b_hs0_k2 = tl.load(in_hs0 + ((bos + r_t[:, None]) * H + i_h) * K + o_k2[None, :], mask=m_r[:, None]
+                    & (o_k2 < K)[None, :], other=0.)
+        if KP > 3:
+            b_hs0_k3 = tl.load(in_hs0 + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
+                    & (o_k3 < K)[None, :], other=0.)
         # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-        b_gC = tl.trans(b_Gc_last)
+        b_gC_k0 = tl.trans(b_Gc_last_k0)
+        if KP > 1:
+            b_gC_k1 = tl.trans(b_Gc_last_k1)
+        if KP > 2:
+            b_gC_k2 = tl.trans(b_Gc_last_k2)
+        if KP > 3:
+            b_gC_k3 = tl.trans(b_Gc_last_k3)
         # S = \mathbf{S}_{[t-1]}^{C} \text{Diag}\left(\exp\left(\boldsymbol{g}^C\right)\right) + \mathbf{V}^\top
         #   (\mathbf{K} \odot \exp\left(\mathbf{1} {\boldsymbol{g}^C}^\top - \mathbf{G}^c\right)) [claim rwkv6.S_stable,
         #   rwkv6.py §chunk forward]
-        b_S = ((b_s * tl.exp(tl.trans(b_gC)))
-                + tl.dot(tl.trans(b_V).to(DT3).to(CT3), b_hs0.to(DT3).to(CT3), input_precision=PREC3))
+        b_S_k0 = ((b_s_k0 * tl.exp(tl.trans(b_gC_k0)))
+                + tl.dot(tl.trans(b_V).to(DT3).to(CT3), b_hs0_k0.to(DT3).to(CT3), input_precision=PREC3))
+        if KP > 1:
+            b_S_k1 = ((b_s_k1 * tl.exp(tl.trans(b_gC_k1)))
+                    + tl.dot(tl.trans(b_V).to(DT3).to(CT3), b_hs0_k1.to(DT3).to(CT3), input_precision=PREC3))
+        if KP > 2:
+            b_S_k2 = ((b_s_k2 * tl.exp(tl.trans(b_gC_k2)))
+                    + tl.dot(tl.trans(b_V).to(DT3).to(CT3), b_hs0_k2.to(DT3).to(CT3), input_precision=PREC3))
+        if KP > 3:
+            b_S_k3 = ((b_s_k3 * tl.exp(tl.trans(b_gC_k3)))
+                    + tl.dot(tl.trans(b_V).to(DT3).to(CT3), b_hs0_k3.to(DT3).to(CT3), input_precision=PREC3))
 
-        b_s = b_S
+        b_s_k0 = b_S_k0
+        if KP > 1:
+            b_s_k1 = b_S_k1
+        if KP > 2:
+            b_s_k2 = b_S_k2
+        if KP > 3:
+            b_s_k3 = b_S_k3
     if store_ht != 0:
-        tl.store(ht + i_bh.to(tl.int64) * K * V + p_s, b_s, mask=m_s)
+        tl.store(ht + i_bh.to(tl.int64) * K * V + p_s0, b_s_k0, mask=m_s0)
+        if KP > 1:
+            tl.store(ht + i_bh.to(tl.int64) * K * V + p_s1, b_s_k1, mask=m_s1)
+        if KP > 2:
+            tl.store(ht + i_bh.to(tl.int64) * K * V + p_s2, b_s_k2, mask=m_s2)
+        if KP > 3:
+            tl.store(ht + i_bh.to(tl.int64) * K * V + p_s3, b_s_k3, mask=m_s3)
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -247,12 +332,14 @@ def _out_kernel(q, v, w, in_Gc, in_Aqk, h, o, scale, T,
 # the backward's reverse scan: delta S_[t-1]^C from delta S_[t]^C and delta O_[t], from
 # the last chunk down; writes delta S_[t]^C of every chunk to dh and the initial state's
 # gradient to dh0.  V-blocked like the state scan.
-@triton.jit(do_not_specialize=["T", "use_dht"])
-def _dstate_kernel(q, w, do, in_Gc, dh, dht, dh0, scale, T,
+@triton.jit(do_not_specialize=["T", "NP", "use_dht"])
+def _dstate_kernel(q, w, do, in_Gc, dh, dht, dh0, scale, T, NP,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
-                   PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr, use_dht):
+                   PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
+                           KP: tl.constexpr,
+                   KB: tl.constexpr, use_dht):
     i_v, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
     i_hq = i_h // (H // HQ)
@@ -270,12 +357,44 @@ def _dstate_kernel(q, w, do, in_Gc, dh, dht, dh0, scale, T,
     m_strict = o_t[:, None] > o_t[None, :]
     m_upper = o_t[:, None] <= o_t[None, :]
     m_eye = o_t[:, None] == o_t[None, :]
+    o_k0 = tl.arange(0, KB)
+    if KP > 1:
+        o_k1 = 1 * KB + tl.arange(0, KB)
+    if KP > 2:
+        o_k2 = 2 * KB + tl.arange(0, KB)
+    if KP > 3:
+        o_k3 = 3 * KB + tl.arange(0, KB)
+
     NT = tl.cdiv(T, BT)
-    m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
-    p_s = o_k[None, :] * V + o_v[:, None]
-    b_ds = tl.zeros([BV, BK], dtype=tl.float32)
+    m_s0 = (o_v < V)[:, None] & (o_k0 < K)[None, :]
+    if KP > 1:
+        m_s1 = (o_v < V)[:, None] & (o_k1 < K)[None, :]
+    if KP > 2:
+        m_s2 = (o_v < V)[:, None] & (o_k2 < K)[None, :]
+    if KP > 3:
+        m_s3 = (o_v < V)[:, None] & (o_k3 < K)[None, :]
+    p_s0 = o_k0[None, :] * V + o_v[:, None]
+    if KP > 1:
+        p_s1 = o_k1[None, :] * V + o_v[:, None]
+    if KP > 2:
+        p_s2 = o_k2[None, :] * V + o_v[:, None]
+    if KP > 3:
+        p_s3 = o_k3[None, :] * V + o_v[:, None]
+    b_ds_k0 = tl.zeros([BV, KB], dtype=tl.float32)
+    if KP > 1:
+        b_ds_k1 = tl.zeros([BV, KB], dtype=tl.float32)
+    if KP > 2:
+        b_ds_k2 = tl.zeros([BV, KB], dtype=tl.float32)
+    if KP > 3:
+        b_ds_k3 = tl.zeros([BV, KB], dtype=tl.float32)
     if use_dht != 0:
-        b_ds += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s, mask=m_s, other=0.)
+        b_ds_k0 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s0, mask=m_s0, other=0.)
+        if KP > 1:
+            b_ds_k1 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s1, mask=m_s1, other=0.)
+        if KP > 2:
+            b_ds_k2 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s2, mask=m_s2, other=0.)
+        if KP > 3:
+            b_ds_k3 += tl.load(dht + i_bh.to(tl.int64) * K * V + p_s3, mask=m_s3, other=0.)
     for i_r in range(0, NT):
         i_t = NT - 1 - i_r
         r_t = i_t * BT + o_t
@@ -283,31 +402,117 @@ def _dstate_kernel(q, w, do, in_Gc, dh, dht, dh0, scale, T,
         n_r = tl.minimum(T - i_t * BT, BT)
         m_last = (o_t == n_r - 1)[:, None]
         m_mid = (o_t == n_r // 2)[:, None]
-        tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s, b_ds, mask=m_s)
-        b_Q = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
-                other=0.).to(tl.float32) * scale
-        b_G = tl.load(w + ((bos + r_t[:, None]) * H + i_h) * K + o_k[None, :], mask=m_r[:, None] & (o_k < K)[None, :],
-                other=0.).to(tl.float32)
+        tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s0, b_ds_k0, mask=m_s0)
+        if KP > 1:
+            tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s1, b_ds_k1, mask=m_s1)
+        if KP > 2:
+            tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s2, b_ds_k2, mask=m_s2)
+        if KP > 3:
+            tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s3, b_ds_k3, mask=m_s3)
+        b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
+                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 1:
+            b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
+                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 2:
+            b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
+                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 3:
+            b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
+                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
+        b_G_k0 = tl.load(w + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
+                & (o_k0 < K)[None, :], other=0.).to(tl.float32)
+        if KP > 1:
+            b_G_k1 = tl.load(w + ((bos + r_t[:, None]) * H + i_h) * K + o_k1[None, :], mask=m_r[:, None]
+                    & (o_k1 < K)[None, :], other=0.).to(tl.float32)
+        if KP > 2:
+            b_G_k2 = tl.load(w + ((bos + r_t[:, None]) * H + i_h) * K + o_k2[None, :], mask=m_r[:, None]
+                    & (o_k2 < K)[None, :], other=0.).to(tl.float32)
+        if KP > 3:
+            b_G_k3 = tl.load(w + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
+                    & (o_k3 < K)[None, :], other=0.).to(tl.float32)
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
                 other=0.)
-        b_Gc = tl.load(in_Gc + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k[None, :],
-                mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-        b_Gc_last = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :],
-                other=0.).to(tl.float32)
+        b_Gc_k0 = tl.load(in_Gc + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k0[None, :],
+                mask=(o_k0 < K)[None, :], other=0.).to(tl.float32)
+        if KP > 1:
+            b_Gc_k1 = tl.load(in_Gc + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k1[None, :],
+                    mask=(o_k1 < K)[None, :], other=0.).to(tl.float32)
+        if KP > 2:
+            b_Gc_k2 = tl.load(in_Gc + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k2[None, :],
+                    mask=(o_k2 < K)[None, :], other=0.).to(tl.float32)
+        if KP > 3:
+            b_Gc_k3 = tl.load(in_Gc + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k3[None, :],
+                    mask=(o_k3 < K)[None, :], other=0.).to(tl.float32)
+        b_Gc_last_k0 = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k0[None, :],
+                mask=(o_k0 < K)[None, :], other=0.).to(tl.float32)
+        if KP > 1:
+            b_Gc_last_k1 = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k1[None, :],
+                    mask=(o_k1 < K)[None, :], other=0.).to(tl.float32)
+        if KP > 2:
+            b_Gc_last_k2 = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k2[None, :],
+                    mask=(o_k2 < K)[None, :], other=0.).to(tl.float32)
+        if KP > 3:
+            b_Gc_last_k3 = tl.load(in_Gc + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k3[None, :],
+                    mask=(o_k3 < K)[None, :], other=0.).to(tl.float32)
         # Ge = \mathbf{G}^c - \mathbf{G}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-        b_Ge = (b_Gc - b_G)
+        b_Ge_k0 = (b_Gc_k0 - b_G_k0)
+        if KP > 1:
+            b_Ge_k1 = (b_Gc_k1 - b_G_k1)
+        if KP > 2:
+            b_Ge_k2 = (b_Gc_k2 - b_G_k2)
+        if KP > 3:
+            b_Ge_k3 = (b_Gc_k3 - b_G_k3)
         # gC = \mathbf{G}^c^{C}   [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
-        b_gC = tl.trans(b_Gc_last)
+        b_gC_k0 = tl.trans(b_Gc_last_k0)
+        if KP > 1:
+            b_gC_k1 = tl.trans(b_Gc_last_k1)
+        if KP > 2:
+            b_gC_k2 = tl.trans(b_Gc_last_k2)
+        if KP > 3:
+            b_gC_k3 = tl.trans(b_Gc_last_k3)
         # Ql = \mathbf{Q} \odot \exp\left(\mathbf{G}^e\right) [program rwkv6_chunk, under claims rwkv6.O_A,
         #   rwkv6.S_stable] (its gate factor, in log space)
-        b_Ql_f = b_Ge
+        b_Ql_f_k0 = b_Ge_k0
+        if KP > 1:
+            b_Ql_f_k1 = b_Ge_k1
+        if KP > 2:
+            b_Ql_f_k2 = b_Ge_k2
+        if KP > 3:
+            b_Ql_f_k3 = b_Ge_k3
         # dS_prev = \delta \mathbf{S}_{[t]} \text{Diag}\left(\exp\left(\boldsymbol{g}^C\right)\right) + \delta
         #   \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}} [claim rwkv6.dS_prev, rwkv6.py §chunk backward]
-        b_dS_prev = ((b_ds * tl.exp(tl.trans(b_gC)))
-                + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), input_precision=PREC3))
+        b_dS_prev_k0 = ((b_ds_k0 * tl.exp(tl.trans(b_gC_k0)))
+                + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k0 * tl.exp(b_Ql_f_k0)).to(DT3).to(CT3),
+                input_precision=PREC3))
+        if KP > 1:
+            b_dS_prev_k1 = ((b_ds_k1 * tl.exp(tl.trans(b_gC_k1)))
+                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k1 * tl.exp(b_Ql_f_k1)).to(DT3).to(CT3),
+                    input_precision=PREC3))
+        if KP > 2:
+            b_dS_prev_k2 = ((b_ds_k2 * tl.exp(tl.trans(b_gC_k2)))
+                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k2 * tl.exp(b_Ql_f_k2)).to(DT3).to(CT3),
+                    input_precision=PREC3))
+        if KP > 3:
+            b_dS_prev_k3 = ((b_ds_k3 * tl.exp(tl.trans(b_gC_k3)))
+                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k3 * tl.exp(b_Ql_f_k3)).to(DT3).to(CT3),
+                    input_precision=PREC3))
 
-        b_ds = b_dS_prev
-    tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s, b_ds, mask=m_s)
+        b_ds_k0 = b_dS_prev_k0
+        if KP > 1:
+            b_ds_k1 = b_dS_prev_k1
+        if KP > 2:
+            b_ds_k2 = b_dS_prev_k2
+        if KP > 3:
+            b_ds_k3 = b_dS_prev_k3
+    tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s0, b_ds_k0, mask=m_s0)
+    if KP > 1:
+        tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s1, b_ds_k1, mask=m_s1)
+    if KP > 2:
+        tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s2, b_ds_k2, mask=m_s2)
+    if KP > 3:
+        tl.store(dh0 + i_bh.to(tl.int64) * K * V + p_s3, b_ds_k3, mask=m_s3)
+
 
 
 # the backward's gradients, per chunk in parallel, each from its verified claim.  The V
@@ -566,6 +771,8 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     hopper = _on_hopper(device)
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV, hopper)
     dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV, VARLEN=varlen)
+    KP, KB = state_pieces(BK, til.scan_BK)
+    sdims = dict(dims, BV=scan_block(BV_full, BT, til.scan_BV, hopper), KP=KP, KB=KB)
     ptypes, stypes, otypes = (kernel_types(dtype, device, d) for d in (til.prep_dots, til.scan_dots, til.out_dots))
     scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
     tune = autotuning(til, torch.device(device))
@@ -573,7 +780,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         # the intra kernel holds every V column of a chunk
         Launch("_intra_kernel", dict(dims, BV=BV_full, **ptypes), til.prep_warps, til.prep_stages, (), tune,
                True, hopper=hopper),
-        Launch("_state_kernel", dict(dims, **stypes), *scan, ("BV",), tune, hopper=hopper),
+        Launch("_state_kernel", dict(sdims, **stypes), *scan, ("BV",), tune, hopper=hopper, sequential=True),
         Launch("_out_kernel", dict(dims, **otypes), *out, ("BV",), tune, False, hopper=hopper),
     ]
     BVG, fits = fitted_grad_bv("chunk_rwkv6", dtype, device, K, V, min(til.grad_BV, BV_full), til)
@@ -585,7 +792,8 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     grad = (til.grad_warps, til.grad_stages)
     # a K-side kernel with a V loop (Variant.loop_reductions) has its loop's V block tuned
     kernels += [
-        Launch("_dstate_kernel", dict(dims, **rtypes), *scan, ("BV",), tune, hopper=hopper),
+        Launch("_dstate_kernel", dict(sdims, **rtypes), *scan, ("BV",), tune,
+               hopper=hopper, sequential=True),
         Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
                False, hopper=hopper),
         Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, ("BV",), tune, True,
@@ -623,7 +831,8 @@ def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size
     h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
     spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](v, Gc, hs0, h, h0, ht, scale,
             T,
-                                              H=H, HQ=HQ, **sq, **flags, **spec["_state_kernel"].kwargs)
+                                              H=H, HQ=HQ, **sq, NP=programs_key(NS * H), **flags,
+                                                      **spec["_state_kernel"].kwargs)
     del hs0     # read by the state scan alone
     o = empty_like(v)     # after the scan: not alive beside the tiles it alone reads
     spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, v, w, Gc, Aqk, h, o, scale,
@@ -662,7 +871,7 @@ def _backward_states(q, k, v, w, u, do, dht, scale, chunk_size=None, seqs=None):
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, w, do, Gc, dh,
             dht if dht is not None else dh0, dh0, scale, T,
-                                               H=H, HQ=HQ, **sq, use_dht=int(dht is not None),
+                                               H=H, HQ=HQ, **sq, NP=programs_key(NS * H), use_dht=int(dht is not None),
                                                        **spec["_dstate_kernel"].kwargs)
 
     return dh, dh0
@@ -700,7 +909,8 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
         h = torch.empty(B, NT, H, K, V, dtype=q.dtype, device=q.device)
         spec["_state_kernel"].on(_state_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](v, Gc, hs0, h, h0, v,
                 scale, T,
-                                                  H=H, HQ=HQ, **sq, use_h0=int(initial_state is not None), store_ht=0,
+                                                  H=H, HQ=HQ, **sq, NP=programs_key(NS * H),
+                                                          use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
         del hs0     # read by the state scan alone
     else:     # taken out of ``kept``: each is dropped after its last reader below
@@ -712,7 +922,7 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, w, do, Gc, dh,
             dht if dht is not None else dh0, dh0, scale, T,
-                                               H=H, HQ=HQ, **sq, use_dht=int(dht is not None),
+                                               H=H, HQ=HQ, **sq, NP=programs_key(NS * H), use_dht=int(dht is not None),
                                                        **spec["_dstate_kernel"].kwargs)
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK

@@ -10,7 +10,9 @@ from chunkproof.fuzz.reference import rel_rms
 
 # the scans' and output kernel's V block, and that of a gradient K-side kernel's V loop
 # (Variant.loop_reductions: Gated DeltaNet's C and KB kernels)
-TUNED_BV = ("_state_kernel", "_out_kernel", "_dstate_kernel", "_dgradk_kernel", "_dgradc_kernel", "_dgradkb_kernel")
+TUNED_BV = ("_state_kernel", "_out_kernel", "_dstate_kernel", "_dstateh_kernel", "_dgradk_kernel", "_dgradc_kernel",
+            "_dgradkb_kernel")
+SEQUENTIAL = ("_state_kernel", "_dstate_kernel", "_dstateh_kernel")
 
 
 def _uncached_specs(m):
@@ -30,7 +32,7 @@ def test_the_interpreter_runs_the_stated_configuration():
     spec = m.launch_specs(torch.bfloat16, torch.device("cpu"), 128, 128)
     assert not any(k.autotune for k in spec.kernels.values())
     st = spec["_state_kernel"]
-    assert st.kwargs["num_warps"] == m.TILING.scan_warps and st.kwargs["BV"] == m.TILING.BV
+    assert st.kwargs["num_warps"] == m.TILING.scan_warps and st.kwargs["BV"] == m.TILING.scan_BV
     assert st.on(m._state_kernel) is m._state_kernel
     assert not rt.autotuning(m.TILING, torch.device("cuda"))      # TRITON_INTERPRET=1 here
 
@@ -113,26 +115,28 @@ def test_a_v_loop_at_half_the_v_block_computes_the_same(name, monkeypatch):
 
 
 @pytest.mark.parametrize("major, halved", [(9, False), (8, True), (10, True)])
-def test_on_hopper_autotune_is_not_offered_v_blocks_of_32(monkeypatch, fake_gpu, major, halved):
+def test_on_hopper_autotune_offers_v_blocks_of_32_to_the_scans_alone(monkeypatch, fake_gpu, major, halved):
     # Triton miscompiles KDA's and DPLR's output kernel at V blocks of 32 with 64-row
-    # chunks on Hopper (docs/measurements.md, "Blocks of 32 on Hopper"): there the half V
-    # block is offered only down to 64; fp32 inputs' 32-row chunks keep it
+    # chunks on Hopper (docs/measurements.md, "Blocks of 32 on Hopper"): there its half V
+    # block is offered only down to 64, the sequential kernels' down to 32 (HOPPER_MIN_SCAN_BLOCK);
+    # fp32 inputs' 32-row chunks keep it
     rt = _runtime()
     fake_gpu(major)
-    for name in ("kda", "dplr_delta_rule", "gla"):
+    for name in ("kda", "dplr_delta_rule", "gla", "gated_delta_rule"):
         m = cases.module(name)
         monkeypatch.setattr(m, "autotuning", lambda til, dev: True)
         for dtype, V in ((torch.bfloat16, 128), (torch.bfloat16, 64), (torch.float32, 128)):
             spec = _uncached_specs(m)(dtype, torch.device("cuda"), 128, V)
-            for kname in ("_state_kernel", "_out_kernel"):
+            for kname in set(TUNED_BV[:4]) & set(spec.kernels):
                 launch = spec[kname]
                 blocks = sorted({b["BV"] for b, _, _ in launch.configs()})
                 bv = launch.constexprs["BV"]
-                least = 16 if halved or launch.constexprs["BT"] < 64 else rt.HOPPER_MIN_BLOCK
+                hopper_least = rt.HOPPER_MIN_SCAN_BLOCK if kname in SEQUENTIAL else rt.HOPPER_MIN_BLOCK
+                least = 16 if halved or launch.constexprs["BT"] < 64 else hopper_least
                 want = [bv // 2, bv] if bv // 2 >= least else [bv]
                 assert blocks == want, (name, dtype, V, kname, blocks)
                 if major == 9 and dtype != torch.float32:
-                    assert 32 not in blocks, (name, V, kname, blocks)
+                    assert (32 in blocks) == (kname in SEQUENTIAL), (name, V, kname, blocks)
 
 
 @pytest.mark.parametrize("major", [9, 8])

@@ -534,3 +534,24 @@ def test_scan_mix_probe_copies_compute_what_the_kernel_does(tmp_path):
         for n, e in errs[ref].items():
             assert errs[same][n] == pytest.approx(e, rel=0.05), (same, n)
     assert errs["m1"]["dinitial_state"] > errs["m0"]["dinitial_state"]      # the bf16 scan loses dh0
+
+
+def test_profile_kernels_says_what_autotune_picked(bench_path):
+    # each kernel's autotuned pick per key, read from the runtime's autotuners (here one
+    # made by hand: the interpreter does not autotune)
+    import triton
+
+    import profile_kernels
+    from chunkproof.kernels import _runtime as rt
+    import chunkproof.kernels.gated_delta_rule as mod
+    assert profile_kernels.autotune_picks(mod) == ""
+    configs = (((("BV", 64),), 8, 2), ((("BV", 32),), 4, 2))
+    tuner = rt._autotuned(mod._state_kernel, configs)
+    try:
+        tuner.cache[(16, 128, 128, 64, 32)] = triton.Config({"BV": 32}, num_warps=4, num_stages=2)
+        text = profile_kernels.autotune_picks(mod)
+        assert "`_state_kernel` key (16, 128, 128, 64, 32): BV=32 warps 4 stages 2" in text, text
+        import chunkproof.kernels.gla as other
+        assert profile_kernels.autotune_picks(other) == ""
+    finally:
+        del rt._AUTOTUNED[(mod._state_kernel, configs, ())]
