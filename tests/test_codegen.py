@@ -452,7 +452,7 @@ class _LaunchRecorder:
 
 
 # the run-time (not constexpr) arguments the launch code passes by keyword
-_RUNTIME_KWARGS = {"H", "HQ", "cu", "ci", "co", "use_h0", "store_ht", "use_dht"}
+_RUNTIME_KWARGS = {"H", "HQ", "cu", "ci", "co", "NP", "use_h0", "store_ht", "use_dht"}
 
 
 @pytest.mark.parametrize("name", ALL)
