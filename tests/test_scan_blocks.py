@@ -91,40 +91,36 @@ def test_the_scans_autotune_per_number_of_programs(name):
     assert [rt.programs_key(n) for n in (32, 33, 64, 96)] == [32, 64, 64, 128]
 
 
+def _gpu_against(name, K, V, seed, stated, tried):
+    """Forward + backward on the GPU under each of ``tried`` (TILING changes) at 4 and 8
+    warps (both of which autotune tries), against the same under ``stated``."""
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.fail("pytest -m gpu needs CUDA and TRITON_INTERPRET unset")
+    m = cases.module(name)
+    x, h0, do, dht = fuzz_case(name, 2, 1000, 4, K, V, seed=seed, dtype=torch.bfloat16, device="cuda")
+    fn = cases.kernel(name)
+    with m.tiling_override(autotune=False, **stated):
+        want = fwd_bwd_state(fn, x, h0, do, dht)
+    for warps in (4, 8):
+        with m.tiling_override(autotune=False, scan_warps=warps, **tried):
+            got = fwd_bwd_state(fn, x, h0, do, dht)
+        _agree(want, got, 1e-4, (name, K, V, warps))
+    return m
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", cases.VARIANTS)
 @pytest.mark.parametrize("V", [128, 64])
 def test_gpu_scans_at_v_blocks_of_32(name, V):
-    # autotune may pick 32 for a scan on Hopper (HOPPER_MIN_SCAN_BLOCK): each scan at 32,
-    # at both warp counts autotune tries, computes what it computes at 64
-    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
-        pytest.fail("pytest -m gpu needs CUDA and TRITON_INTERPRET unset")
-    m = cases.module(name)
-    x, h0, do, dht = fuzz_case(name, 2, 1000, 4, 128, V, seed=7, dtype=torch.bfloat16, device="cuda")
-    fn = cases.kernel(name)
-    with m.tiling_override(autotune=False, scan_BV=64):
-        want = fwd_bwd_state(fn, x, h0, do, dht)
-    for warps in (4, 8):
-        assert set(_scan_blocks(m, torch.bfloat16, "cuda", 128, V, scan_BV=32)[0].values()) == {32}
-        with m.tiling_override(autotune=False, scan_BV=32, scan_warps=warps):
-            got = fwd_bwd_state(fn, x, h0, do, dht)
-        _agree(want, got, 1e-4, (name, V, warps))
+    # autotune may pick 32 for a scan on Hopper (HOPPER_MIN_SCAN_BLOCK): each scan at 32
+    # computes what it computes at 64
+    m = _gpu_against(name, 128, V, 7, dict(scan_BV=64), dict(scan_BV=32))
+    assert set(_scan_blocks(m, torch.bfloat16, "cuda", 128, V, scan_BV=32)[0].values()) == {32}
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", cases.VARIANTS)
 @pytest.mark.parametrize("K", [128, 256])
 def test_gpu_state_in_k_pieces(name, K):
-    # codegen/ksplit.py compiled: the state in pieces of 64 (2 and 4 of them) against
-    # one piece, at both warp counts autotune tries
-    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
-        pytest.fail("pytest -m gpu needs CUDA and TRITON_INTERPRET unset")
-    m = cases.module(name)
-    x, h0, do, dht = fuzz_case(name, 2, 1000, 4, K, 64, seed=9, dtype=torch.bfloat16, device="cuda")
-    fn = cases.kernel(name)
-    with m.tiling_override(autotune=False, scan_BK=K):
-        want = fwd_bwd_state(fn, x, h0, do, dht)
-    for warps in (4, 8):
-        with m.tiling_override(autotune=False, scan_BK=64, scan_warps=warps):
-            got = fwd_bwd_state(fn, x, h0, do, dht)
-        _agree(want, got, 1e-4, (name, K, warps))
+    # codegen/ksplit.py compiled: the state in pieces of 64 (2 and 4 of them) against one
+    _gpu_against(name, K, 64, 9, dict(scan_BK=K), dict(scan_BK=64))
