@@ -297,9 +297,10 @@ def effective_tiling(tiling, dtype, K, V):
 # there the blocks of such chunks are at least this (masked past the head size), and
 # autotune is not offered narrower V blocks
 HOPPER_MIN_BLOCK = 64
-# ... but for the sequential kernels (state scan, reverse scan), whose V blocks of 32
-# every variant's GPU tests ran (docs/measurements.md, "The scans' V block on Hopper")
-HOPPER_MIN_SCAN_BLOCK = 32
+# the sequential kernels' (state scan, reverse scan): the same until their V blocks of
+# 32 have run every variant's GPU tests (tests/test_scan_blocks.py; docs/measurements.md,
+# "The scans' V block on Hopper")
+HOPPER_MIN_SCAN_BLOCK = 64
 
 
 # CUDA device index -> whether it is a Hopper GPU: asked once per device, as

@@ -111,9 +111,11 @@ def _gpu_against(name, K, V, seed, stated, tried):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", cases.VARIANTS)
 @pytest.mark.parametrize("V", [128, 64])
-def test_gpu_scans_at_v_blocks_of_32(name, V):
-    # autotune may pick 32 for a scan on Hopper (HOPPER_MIN_SCAN_BLOCK): each scan at 32
-    # computes what it computes at 64
+def test_gpu_scans_at_v_blocks_of_32(name, V, monkeypatch):
+    # what HOPPER_MIN_SCAN_BLOCK = 32 lets autotune pick on Hopper (set here whatever the
+    # runtime ships): each scan at 32 computes what it computes at 64
+    rt = importlib.import_module("chunkproof.kernels._runtime")
+    monkeypatch.setattr(rt, "HOPPER_MIN_SCAN_BLOCK", 32)
     m = _gpu_against(name, 128, V, 7, dict(scan_BV=64), dict(scan_BV=32))
     assert set(_scan_blocks(m, torch.bfloat16, "cuda", 128, V, scan_BV=32)[0].values()) == {32}
 
