@@ -24,6 +24,10 @@ case "$call" in
     LIMIT=200 WORKERS=15 TESTS=tests/test_scan_blocks.py bash benchmarks/gpu_tests_all.sh > /dev/null 2>&1
     mv "$OUT/pytest_gpu.txt" "$OUT/tests_scan_blocks.txt"
     ;;
+3)  # the state in K pieces alone (16 tests: what shipping scan_BK = 64 needs)
+    LIMIT=150 WORKERS=16 TEST_K=k_pieces TESTS=tests/test_scan_blocks.py bash benchmarks/gpu_tests_all.sh > /dev/null 2>&1
+    mv "$OUT/pytest_gpu.txt" "$OUT/tests_scan_blocks.txt"
+    ;;
 esac
 tail -n 25 "$OUT/tests_scan_blocks.txt" 2>/dev/null
 grep -h "^###\|^- \`\|_kernel" "$OUT"/profile_*.md 2>/dev/null | head -80
