@@ -201,7 +201,6 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
         loggate = kinds.get(t) == "loggate"
         kind = "kq" if grouped(a.name, a.kind) else layout(shapes[t])     # GVA: from the q/k head
         st.loads.append(Load(t, a.name, kind, log, scaled=(a.name == "q"), f32=loggate))
-        st.axes.update({f"b_{t}": shapes[t], f"b_{t}_log": shapes[t], f"b_{t}_log_last": ("1", shapes[t][1])})
         env[t] = Val(None, shapes[t], log=f"b_{t}_log", last=f"b_{t}_log_last") if log else \
             Val(f"b_{t}", shapes[t], raw=(a.name != "q" and not loggate))      # q is scaled on load
     if "S_prev" in used:
@@ -210,7 +209,6 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
         if ld.tile in used:
             st.loads.append(ld)
     env.update(extra_env or {})
-    st.axes.update({"b_s": ("Dv", "Dk")}, **{val.code: val.shape for val in env.values() if val.code})
     # the recurrence's parameters, as the kernel declaration binds them: a per-head gate
     # by its log (a [1, 1] tile read from the [H] tensor the wrapper passes), a constant
     binds = param_bindings(plan.deriv, v.name)
@@ -230,17 +228,11 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
                                    f"is a Dk x 1 tile per head ([H, K])")
             st.loads.append(Load(pn, pn, "param_k", False))
             env[pn] = Val(f"b_{pn}", shp)
-            st.axes[f"b_{pn}"] = shp
         else:
             st.loads.append(Load(f"{pn}_log", f"in_{pn}_log", "param_h", False))
             env[pn] = Val(None, ("1", "1"), log=f"b_{pn}_log")
     env.update({p.name: Val(f"b_{p.name}", p.expr.shape()) for p in kp.reads_passed})
-    for p in kp.reads_passed:
-        st.axes[f"b_{p.name}"] = p.expr.shape()
     for r in kp.reads:
-        shp = dmap[r].shape()
-        st.axes.update({f"b_{r}": shp, f"b_{r}_log": shp, f"b_{r}_log_last": ("1", shp[1]),
-                        f"b_{r}_last": ("1", shp[1])})
         # raw (exact in the input dtype) unless it is kept in fp32
         env[r] = Val(None, dmap[r].shape(), log=f"b_{r}_log", last=f"b_{r}_log_last") if r in plan.logs else \
             Val(f"b_{r}", dmap[r].shape(), raw=not stored_fp32(plan, r), last=f"b_{r}_last" if r in plan.sums else None)
@@ -299,17 +291,14 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
             lines.append(Line("", f"b_{n}", pr.dense(env[n])))
             env[n] = Val(f"b_{n}", val.shape)
         settle(n, first)
-        st.axes.update({ln.target: val.shape for ln in lines[first:]})
-        if val.fac is not None:
-            st.axes[f"b_{n}_f"] = val.facshape
     for f in finals:
-        st.axes[f"b_{f.name}"] = f.expr.shape()
         first = start(f.name)
         lines.append(Line(f"{f.name} = {to_latex(f.expr)}   [claim {f.claim.id}, {f.claim.citation}]",
                           f"b_{f.name}", pr.code(f.expr)))
         note(f.name, lines[-1].code)
         settle(f.name, first)
     _reuse_repeated_lines(lines)
+    st.axes = _axes(env, finals)
     st.writes_passed = [_stored(p, settle_products(pr.dense(env[p.name]), p.name, mixed)[0])
                         for p in kp.writes_passed]
     st.reads_passed = [_stored(p) for p in kp.reads_passed]
@@ -327,6 +316,18 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
     st.live = live
     st.loads = [ld for ld in st.loads if {f"b_{ld.tile}", f"b_{ld.tile}_log", f"b_{ld.tile}_log_last"} & live]
     return st
+
+
+def _axes(env: Dict[str, Val], finals) -> Dict[str, tuple]:
+    """Stage.axes, read off the printer's values: each one's tile, its log and the log's
+    last row, its gate factor; the state the skeleton carries and the finals."""
+    axes = {"b_s": ("Dv", "Dk")}
+    for val in env.values():
+        named = {val.code: val.shape, val.log: val.shape, val.fac: val.facshape,
+                 val.last: ("1", val.shape[1])}
+        axes.update({n: shp for n, shp in named.items() if n and _TILE.fullmatch(n)})
+    axes.update({f"b_{f.name}": f.expr.shape() for f in finals})
+    return axes
 
 
 def _walk_all(plan, dmap, names, finals):
