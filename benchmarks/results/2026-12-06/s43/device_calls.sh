@@ -1,0 +1,40 @@
+# The device calls of session 43 (from the repository root on the lent machine; .whl and
+# .tcache carried).  bash device_calls.sh N runs call N.
+set -u
+call="${1:?which call}"
+OUT="${OUT:-/tmp/out}"
+. benchmarks/gpu_setup.sh
+. benchmarks/tcache.sh
+tcache_restore > "$OUT/tcache.log" 2>&1
+{ nvidia-smi -L; python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } > "$OUT/gpu.txt" 2>&1
+# Gated DeltaNet per kernel at (2,16384,16,128) bf16, autotune off: the scans as shipped
+# (one piece, V blocks of 64), in K pieces of 64, and in pieces with V blocks of 32
+# (HOPPER_MIN_SCAN_BLOCK lowered in-process, as tests/test_scan_blocks.py does), and the
+# last with the gradient kernels at V blocks of 64 (offline: fewer spills than at 128);
+# FLA's forward + backward per kernel after them
+profile() {
+    timeout "${1}" python3 - <<'PY' > /dev/null 2>> "$OUT/profile.log"
+import importlib, os, runpy, sys
+rt = importlib.import_module("chunkproof.kernels._runtime")
+rt.HOPPER_MIN_SCAN_BLOCK = 32
+sys.argv = ["profile_kernels.py", "--variants", "gated_delta_rule", "--shape", "2,16384,16,128",
+            "--mode", "fwd+bwd", "--iters", "5", "--fla", "gated_delta_rule", "--out", os.environ["OUT"] + "/profile_gdn.md",
+            "--configs", "autotune=false,scan_BV=64,scan_BK=512;autotune=false,scan_BV=64,scan_BK=64;"
+                         "autotune=false,scan_BV=32,scan_BK=64;autotune=false,scan_BV=32,scan_BK=512;"
+                         "autotune=false,scan_BV=32,scan_BK=64,grad_BV=64"]
+runpy.run_path("benchmarks/profile_kernels.py", run_name="__main__")
+PY
+}
+case "$call" in
+1)  # the scan tests (V blocks of 32, K pieces; 32 tests), then the profile
+    LIMIT=150 WORKERS=15 TESTS=tests/test_scan_blocks.py bash benchmarks/gpu_tests_all.sh > /dev/null 2>&1
+    mv "$OUT/pytest_gpu.txt" "$OUT/tests_scan_blocks.txt"
+    profile 270
+    ;;
+2)  # the profile alone
+    profile 400
+    ;;
+esac
+tail -n 25 "$OUT/tests_scan_blocks.txt" 2>/dev/null
+grep -h "^###\|_kernel" "$OUT"/profile_*.md 2>/dev/null | head -80
+tail -5 "$OUT/profile.log" 2>/dev/null
