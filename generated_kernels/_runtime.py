@@ -12,6 +12,7 @@ import weakref
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.errors import OutOfResources
 
 from chunkproof.codegen.tiling import DOTS, Tiling  # noqa: F401 - the schema the generator validated
 
@@ -297,10 +298,10 @@ def effective_tiling(tiling, dtype, K, V):
 # there the blocks of such chunks are at least this (masked past the head size), and
 # autotune is not offered narrower V blocks
 HOPPER_MIN_BLOCK = 64
-# the sequential kernels' (state scan, reverse scan): the same until their V blocks of
-# 32 have run every variant's GPU tests (tests/test_scan_blocks.py; docs/measurements.md,
-# "The scans' V block on Hopper")
-HOPPER_MIN_SCAN_BLOCK = 64
+# the sequential kernels' (state scan, reverse scan): 32, every variant's scans at 32
+# as accurate as at 64 on an H100 (tests/test_scan_blocks.py; docs/measurements.md, "The
+# scans at V blocks of 32 and in K pieces on the GPU")
+HOPPER_MIN_SCAN_BLOCK = 32
 
 
 # CUDA device index -> whether it is a Hopper GPU: asked once per device, as
@@ -408,10 +409,28 @@ class Launch:
         return [(b, w, self.num_stages) for b in blocks for w in warps]
 
     def on(self, fn):
-        """What to launch: ``fn``, or its autotuned form; a guarded kernel's two passes."""
+        """What to launch: ``fn``, or its autotuned form; a guarded kernel's two passes;
+        a launch that runs out of resources says which kernel it was (explains_resources)."""
         f = _autotuned(fn, tuple((tuple(sorted(b.items())), w, st) for b, w, st in self.configs()), self.restore) \
             if self.autotune else fn
-        return _Passes(f, self.passes()) if self.guarded else f
+        return _Named(_Passes(f, self.passes()) if self.guarded else f, self.kernel)
+
+
+class _Named:
+    # f[grid](...), an OutOfResources it raises marked with the kernel's name
+    def __init__(self, f, kernel):
+        self.f, self.kernel = f, kernel
+
+    def __getitem__(self, grid):
+        launch = self.f[grid]
+
+        def run(*args, **kwargs):
+            try:
+                return launch(*args, **kwargs)
+            except OutOfResources as e:
+                e.kernel = self.kernel
+                raise
+        return run
 
 
 class _Passes:
@@ -466,6 +485,8 @@ class Launches:
     kernels: dict
     fits: object = None        # the key under which a narrower gradient V block is remembered
     dh_store: str = "fp32"     # TILING dh_store
+    pieces: object = None      # the key under which fewer state pieces are remembered
+    KB: int = 0                # the sequential kernels' piece of the state (state_pieces)
 
     def __getitem__(self, kernel):
         return self.kernels[kernel]
@@ -517,11 +538,36 @@ def cached_specs(launch_specs):
     def specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False):
         til = launch_specs.__globals__["TILING"] if tiling is None else tiling
         dev = torch.device(device)
-        key = (dtype, str(dev), K, V, chunk_size, til, varlen, frozenset(_FITTED_GRAD_BV.items()), _on_hopper(dev))
+        key = (dtype, str(dev), K, V, chunk_size, til, varlen, frozenset(_FITTED_GRAD_BV.items()),
+               frozenset(_FITTED_PIECES.items()), _on_hopper(dev))
         if key not in cache:
             cache[key] = launch_specs(dtype, device, K, V, chunk_size, til, varlen)
         return cache[key]
     return specs
+
+
+# (function, dtype, device, K, V, the tiling in force) -> the widest piece of the
+# sequential kernels' state (TILING scan_BK) that fitted the GPU, where a launch in
+# narrower pieces did not (pieces each stage their own operands: on Triton 3.6, KDA's
+# reverse scan at K = 256 in four pieces needs 280 KB of shared memory, held whole it fits)
+_FITTED_PIECES = {}
+
+
+def fitted_pieces(func, dtype, device, K, V, BK, asked, tiling=None):
+    """((KP, KB), key): state_pieces(BK, asked) (TILING scan_BK), or, after a sequential
+    kernel's launch in those pieces needed more than this GPU has, the fewer pieces that
+    fitted (widen_pieces)."""
+    key = (func, dtype, str(torch.device(device)), K, V, tiling)
+    return state_pieces(BK, _FITTED_PIECES.get(key, asked)), key
+
+
+def widen_pieces(spec):
+    """Halves the number of pieces the state is held in for the inputs of ``spec`` (a
+    Launches); False when it is held whole already."""
+    if spec.pieces is None or spec.KB == 0 or spec.KB >= spec.BK:
+        return False
+    _FITTED_PIECES[spec.pieces] = 2 * spec.KB
+    return True
 
 
 def narrow_grad_bv(spec):
@@ -1028,21 +1074,20 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state, op
     return tuple(t.contiguous() for t in tensors), float(scale), initial_state, seqs
 
 
-def explains_resources(func, stage, specs=None):
+def explains_resources(func, stage, specs):
     """Decorates _forward / _backward: a kernel that needs more shared memory (or
     registers) than the GPU has raises an error naming the function, the stage, the
-    dtype and head sizes, and the TILING entries that size the kernels, instead of
-    Triton's bare OutOfResources from inside a launch.
+    dtype and head sizes, the kernel and the TILING entries that size the kernels,
+    instead of Triton's bare OutOfResources from inside a launch.
 
-    With ``specs`` (the backward: q, v -> its Launches) the call is first run again with
-    the gradient V block halved, down to MIN_GRAD_BV, and the block that fits is kept for
-    these inputs (fitted_grad_bv): TILING grad_BV asks for the widest block, which is the
-    fastest where it fits (docs/measurements.md), and whether it fits depends on the
-    variant, the dtype and the GPU.  Every stage writes only its own outputs, so running
-    the stage again computes the same values (a backward that took the forward's kept
-    tiles over on its first try recomputes them on the next)."""
-    from triton.runtime.errors import OutOfResources
-
+    Before that, the call runs again on a tiling that needs less, kept for these inputs
+    (``specs``: q, v -> the call's Launches): a state or reverse scan that ran out holds
+    its state in half as many pieces, down to one (fitted_pieces); any other kernel of
+    the backward halves the gradient V block, down to MIN_GRAD_BV (fitted_grad_bv).
+    TILING asks for what is fastest where it fits (docs/measurements.md), and whether it
+    fits depends on the variant, the dtype, the GPU and the Triton version.  Every stage
+    writes only its own outputs, so running it again computes the same values (a backward
+    that took the forward's kept tiles over on its first try recomputes them on the next)."""
     def wrap(fn):
         @functools.wraps(fn)
         def run(q, k, v, *args, **kwargs):
@@ -1050,15 +1095,23 @@ def explains_resources(func, stage, specs=None):
                 try:
                     return fn(q, k, v, *args, **kwargs)
                 except OutOfResources as e:
-                    if specs is not None and narrow_grad_bv(specs(q, v)):
+                    kernel = getattr(e, "kernel", None)
+                    if _fit_again(specs(q, v), kernel, stage):
                         continue
                     raise RuntimeError(
                         f"{func} ({stage}, {str(q.dtype).replace('torch.', '')}, K={q.shape[-1]}, V={v.shape[-1]}): "
-                        f"a generated kernel needs {e.required} of {e.name}, over this GPU's {e.limit}; "
-                        f"smaller blocks (TILING BT, BV, grad_BV, grad_BK) or 16-bit products "
+                        f"{kernel or 'a generated kernel'} needs {e.required} of {e.name}, over this GPU's {e.limit}; "
+                        f"smaller blocks (TILING BT, BV, scan_BV, grad_BV, grad_BK) or 16-bit products "
                         f"(grad_dots \"input\") size it: {fn.__module__}.tiling_override") from e
         return run
     return wrap
+
+
+def _fit_again(spec, kernel, stage):
+    launch = spec.kernels.get(kernel)
+    if launch is not None and launch.sequential:
+        return widen_pieces(spec)
+    return stage == "backward" and narrow_grad_bv(spec)
 
 
 def needs_grad(tensors, initial_state):

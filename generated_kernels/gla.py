@@ -14,13 +14,14 @@ import triton.language as tl
 from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _fail, _inv_unit_lower, _masked_gated_dot, _masked_mix, _on_hopper, autotuning,
     bind_params, block_sizes, cached_specs, check_args, check_grads, check_keywords, check_looped_k_block,
-    effective_tiling, explains_resources, fitted_grad_bv, flip_time, gpu_sms, input_options, kernel_types, needs_grad,
-    programs_key, refuse_grad, scan_block, sequence_offsets, sequence_tables, state_layout_in, state_layout_out,
-    state_pieces, unused_rows)
+    effective_tiling, explains_resources, fitted_grad_bv, fitted_pieces, flip_time, gpu_sms, input_options,
+            kernel_types,
+    needs_grad, programs_key, refuse_grad, scan_block, sequence_offsets, sequence_tables, state_layout_in,
+    state_layout_out, unused_rows)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
-TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=512, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
+TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
         out_warps=4, out_stages=2, grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, prep_dots='tf32',
         scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='tf32', grad_dots='tf32',
         grad_gated='tf32x3', dh_store='fp32', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16,
@@ -736,7 +737,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     hopper = _on_hopper(device)
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV, hopper)
     dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV, VARLEN=varlen)
-    KP, KB = state_pieces(BK, til.scan_BK)
+    (KP, KB), pieces = fitted_pieces("chunk_gla", dtype, device, K, V, BK, til.scan_BK, til)
     sdims = dict(dims, BV=scan_block(BV_full, BT, til.scan_BV, hopper), KP=KP, KB=KB)
     ptypes, stypes, otypes = (kernel_types(dtype, device, d) for d in (til.prep_dots, til.scan_dots, til.out_dots))
     scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
@@ -764,10 +765,15 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, ("BV",), tune, True,
                 hopper=hopper),
     ]
-    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits, til.dh_store)
+    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits, til.dh_store, pieces, KB)
 
 
-@explains_resources("chunk_gla", "forward")
+def _specs(q, v):
+    # explains_resources' view of a call: its Launches
+    return launch_specs(q.dtype, q.device, q.shape[-1], v.shape[-1])
+
+
+@explains_resources("chunk_gla", "forward", specs=_specs)
 def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=None, keep=False, seqs=None):
     """(o, final state), and with ``keep`` a third item: the tiles the backward would
     otherwise recompute (the intra kernel's and the chunk states h)."""
@@ -842,8 +848,7 @@ def _backward_states(q, k, v, g, do, dht, scale, chunk_size=None, seqs=None):
     return dh, dh0
 
 
-@explains_resources("chunk_gla", "backward",
-                    specs=lambda q, v: launch_specs(q.dtype, q.device, q.shape[-1], v.shape[-1]))
+@explains_resources("chunk_gla", "backward", specs=_specs)
 def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, kept=None, seqs=None):
     """Every argument's gradient and the initial state's, for L = <do, o> + <dht, final
     state> (dht may be None): the forward state scan (h), the reverse scan (dh) and the

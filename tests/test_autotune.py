@@ -33,7 +33,7 @@ def test_the_interpreter_runs_the_stated_configuration():
     assert not any(k.autotune for k in spec.kernels.values())
     st = spec["_state_kernel"]
     assert st.kwargs["num_warps"] == m.TILING.scan_warps and st.kwargs["BV"] == m.TILING.scan_BV
-    assert st.on(m._state_kernel) is m._state_kernel
+    assert st.on(m._state_kernel).f is m._state_kernel      # under the launch's name (_Named)
     assert not rt.autotuning(m.TILING, torch.device("cuda"))      # TRITON_INTERPRET=1 here
 
 
@@ -55,13 +55,13 @@ def test_on_a_gpu_each_kernel_autotunes_over_its_neighbours(monkeypatch):
         assert {w for _, w, _ in configs} == {4, 8}
         kw = launch.kwargs
         assert "num_warps" not in kw and ("BV" in kw) == (name not in TUNED_BV), name
-        tuned = launch.on(getattr(m, name))
+        tuned = launch.on(getattr(m, name)).f
         assert isinstance(tuned, triton.runtime.autotuner.Autotuner) and len(tuned.configs) == len(configs)
         # a kernel that writes a tile over one it reads (the reverse scan's delta U over
         # hr0) has autotune put that back after each trial run, and only that one
         assert list(tuned.restore_value) == list(launch.restore), name
         assert bool(launch.restore) == (name == "_dstateh_kernel"), name
-        assert launch.on(getattr(m, name)) is tuned        # built once
+        assert launch.on(getattr(m, name)).f is tuned        # built once
 
 
 @pytest.mark.parametrize("name", ["gla", "gated_delta_rule", "rwkv6"])

@@ -123,16 +123,18 @@ def test_out_of_resources_names_the_function_and_the_knobs(monkeypatch):
 
 
 class _FitsUpTo:
-    """A gradient kernel that, like a GPU's shared memory, takes V blocks up to ``bv``."""
-    def __init__(self, kernel, bv):
-        self.kernel, self.bv, self.asked = kernel, bv, []
+    """A kernel that, like a GPU's shared memory, takes its constexpr ``key`` (a gradient
+    kernel's V block BV, a scan's number of state pieces KP) up to ``most``, and runs out
+    of ``needs`` bytes over it."""
+    def __init__(self, kernel, most, key="BV", needs=262144):
+        self.kernel, self.most, self.key, self.needs, self.asked = kernel, most, key, needs, []
 
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
             from triton.runtime.errors import OutOfResources
-            self.asked.append(kwargs["BV"])
-            if kwargs["BV"] > self.bv:
-                raise OutOfResources(262144, 232448, "shared memory")
+            self.asked.append(kwargs[self.key])
+            if kwargs[self.key] > self.most:
+                raise OutOfResources(self.needs, 232448, "shared memory")
             return self.kernel[grid](*args, **kwargs)
         return launch
 
@@ -177,6 +179,49 @@ def test_gradient_block_at_its_narrowest_is_reported(monkeypatch):
     o, _ = m.chunk_gla(q, k, v, g)
     with pytest.raises(RuntimeError, match=r"chunk_gla \(backward, float32, K=16, V=32\).*262144 of shared memory"):
         o.sum().backward()
+
+
+@pytest.mark.parametrize("name, kernel, stage", [("kda", "_dstateh_kernel", "backward"),
+                                                 ("dplr_delta_rule", "_state_kernel", "forward"),
+                                                 ("gla", "_dstate_kernel", "backward")])
+def test_state_pieces_widen_until_they_fit(monkeypatch, name, kernel, stage):
+    # TILING scan_BK asks for pieces of 64; a scan that does not fit in them (like Triton
+    # 3.6's KDA reverse scan at K = 256 on an H100) holds its state in half as many, kept
+    # for these inputs, and computes what that tiling does
+    from chunkproof.kernels import _runtime
+    m = module(name)
+    monkeypatch.setattr(_runtime, "_FITTED_PIECES", {})
+    fake = _FitsUpTo(getattr(m, kernel), 1, "KP", 286720)
+    monkeypatch.setattr(m, kernel, fake)
+    args, _, _ = make_inputs(name, 1, 20, 1, 128, 16, seed=3)
+    fn = getattr(m, f"chunk_{name}")
+
+    def run(leaves):
+        leaves = [a.detach().clone().requires_grad_(a.is_floating_point()) for a in leaves]
+        o, _ = fn(*leaves)
+        o.sum().backward()
+        return [o] + [a.grad for a in leaves if a.grad is not None]
+    with m.tiling_override(scan_BK=32):
+        assert m.launch_specs(torch.float32, "cpu", 128, 16).KB == 32
+        widened = run(args)
+        assert fake.asked[:3] == [4, 2, 1], fake.asked
+        assert m.launch_specs(torch.float32, "cpu", 128, 16).KB == 128        # kept for these inputs
+        assert m.launch_specs(torch.float32, "cpu", 64, 16).KB == 32          # not for others
+    assert m.launch_specs(torch.float32, "cpu", 128, 16).KB == 64             # nor under another tiling
+    with m.tiling_override(scan_BK=128):
+        whole = run(args)
+    assert all(torch.equal(a, b) for a, b in zip(widened, whole)), stage
+
+
+def test_a_scan_held_whole_that_does_not_fit_is_reported_by_name(monkeypatch):
+    from chunkproof.kernels import _runtime
+    m = module("gated_delta_rule")
+    monkeypatch.setattr(_runtime, "_FITTED_PIECES", {})
+    monkeypatch.setattr(m, "_state_kernel", _FitsUpTo(m._state_kernel, 0, "KP", 286720))
+    args, _, _ = make_inputs("gated_delta_rule", 1, 8, 1, 16, 32, seed=0)
+    with pytest.raises(RuntimeError, match=r"chunk_gated_delta_rule \(forward, float32, K=16, V=32\): "
+                                           r"_state_kernel needs 286720 of shared memory.*scan_BV"):
+        m.chunk_gated_delta_rule(*args)
 
 
 def test_head_sizes_over_the_gpu_limit_are_refused_on_a_gpu(monkeypatch):
