@@ -3,7 +3,7 @@ configuration) and optionally FLA's, under torch.profiler on the GPU, of the for
 (--mode fwd+bwd) the forward and backward of L = <dO, O> + <dS_T, S_T> with an initial state.
 
     python benchmarks/profile_kernels.py --out $OUT/profile.md [--mode fwd+bwd] \
-        [--variants gla,kda] [--configs "KEY=VALUE;KEY=VALUE,KEY2=VALUE2"] [--fla gated_delta_rule]
+        [--variants gla,kda] [--configs "KEY=VALUE;KEY=VALUE,KEY2=VALUE2"] [--fla gated_delta_rule [--fla-force]]
 
 A config is a comma-separated list of TILING overrides (JSON values, else the bare
 word); configs are separated by ';'; the empty config is the module's own TILING (the
@@ -48,7 +48,9 @@ def parse(argv):
     p.add_argument("--out", default=None)
     p.add_argument("--variants", default="all")
     p.add_argument("--configs", default="", help="';'-separated TILING override lists ('' = the module's own)")
-    p.add_argument("--fla", default="", help="variants whose FLA forward is profiled too (autotunes: slow)")
+    p.add_argument("--fla", default="", help="variants whose FLA call (the same mode) is profiled too (autotunes: slow)")
+    p.add_argument("--fla-force", action="store_true",
+                   help="run FLA's gated backward where it refuses it on Hopper with Triton < 3.7.1 (its #640)")
     p.add_argument("--shape", default="4,4096,16,128", help="B,T,H,D")
     p.add_argument("--dtype", default="bf16")
     p.add_argument("--iters", type=int, default=10)
@@ -111,12 +113,13 @@ def main(argv=None):
             write()
         if variant in a.fla:
             try:
-                f = fla.load(variant)
+                f = fla.load(variant, force=a.fla_force)
                 call = run(f)
                 rows = timing.kernel_times(call, a.iters)
                 ms = timing.median_ms(call, True, 1, 50, 200)
                 parts.append(section(f"FLA {fla.version()} ({fla.ENTRY[variant][0]}; backend "
-                                     f"{fla.backend(variant, tuple(x.values()))})", ms, rows))
+                                     f"{fla.backend(variant, tuple(x.values()))}"
+                                     f"{'; forced past #640' if a.fla_force else ''})", ms, rows))
             except Exception as e:  # noqa: BLE001
                 parts.append(f"### FLA: failed: {type(e).__name__}: {str(e)[:300]}\n")
             write()

@@ -76,7 +76,7 @@ class Variant:
 DEFAULT = dict(
     BT=64, BV=64,
     scan_BV=64,                # autotune tries 32 too (on Hopper: HOPPER_MIN_SCAN_BLOCK)
-    scan_BK=64,                # the scans' state in pieces of 64 (fewer where they do not fit: fitted_pieces)
+    scan_BK=64,                # the scans' state in pieces of 64 (two at K = 128)
     prep_warps=4, prep_stages=1, out_warps=4, out_stages=2,   # parallel kernels faster at 4 warps
     scan_warps=8, scan_stages=2,
     # grad_BV: one V block of 128 where it fits (GLA 3.49 -> 2.86 ms, KDA 5.52 -> 5.05, DPLR

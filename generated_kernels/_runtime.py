@@ -485,8 +485,7 @@ class Launches:
     kernels: dict
     fits: object = None        # the key under which a narrower gradient V block is remembered
     dh_store: str = "fp32"     # TILING dh_store
-    pieces: object = None      # the key under which fewer state pieces are remembered
-    KB: int = 0                # the sequential kernels' piece of the state (state_pieces)
+    scan_fits: object = None   # the key under which a narrower scan V block is remembered
 
     def __getitem__(self, kernel):
         return self.kernels[kernel]
@@ -539,34 +538,37 @@ def cached_specs(launch_specs):
         til = launch_specs.__globals__["TILING"] if tiling is None else tiling
         dev = torch.device(device)
         key = (dtype, str(dev), K, V, chunk_size, til, varlen, frozenset(_FITTED_GRAD_BV.items()),
-               frozenset(_FITTED_PIECES.items()), _on_hopper(dev))
+               frozenset(_FITTED_SCAN_BV.items()), _on_hopper(dev))
         if key not in cache:
             cache[key] = launch_specs(dtype, device, K, V, chunk_size, til, varlen)
         return cache[key]
     return specs
 
 
-# (function, dtype, device, K, V, the tiling in force) -> the widest piece of the
-# sequential kernels' state (TILING scan_BK) that fitted the GPU, where a launch in
-# narrower pieces did not (pieces each stage their own operands: on Triton 3.6, KDA's
-# reverse scan at K = 256 in four pieces needs 280 KB of shared memory, held whole it fits)
-_FITTED_PIECES = {}
+# (function, dtype, device, K, V, the tiling in force) -> the widest V block of the
+# sequential kernels that fitted the GPU, where a launch at a wider one did not (on an
+# H100 with Triton 3.6, KDA's reverse scan and DPLR's state scan at K = 256 and V blocks
+# of 64 need 280 and 248 KB of shared memory; autotune drops such a configuration, a
+# stated one is narrowed here)
+_FITTED_SCAN_BV = {}
 
 
-def fitted_pieces(func, dtype, device, K, V, BK, asked, tiling=None):
-    """((KP, KB), key): state_pieces(BK, asked) (TILING scan_BK), or, after a sequential
-    kernel's launch in those pieces needed more than this GPU has, the fewer pieces that
-    fitted (widen_pieces)."""
-    key = (func, dtype, str(torch.device(device)), K, V, tiling)
-    return state_pieces(BK, _FITTED_PIECES.get(key, asked)), key
+def fitted_scan_bv(func, dtype, device, K, V, asked, tiling=None):
+    """(V block, key) of the sequential kernels: ``asked`` (scan_block's), or, after a
+    launch at it under ``tiling`` needed more than this GPU has, the narrower one that
+    fitted (narrow_scan_bv)."""
+    key = (func, dtype, str(torch.device(device)), K, V, asked, tiling)
+    return _FITTED_SCAN_BV.get(key, asked), key
 
 
-def widen_pieces(spec):
-    """Halves the number of pieces the state is held in for the inputs of ``spec`` (a
-    Launches); False when it is held whole already."""
-    if spec.pieces is None or spec.KB == 0 or spec.KB >= spec.BK:
+def narrow_scan_bv(spec, kernel):
+    """Halves the sequential kernels' V block for the inputs of ``spec`` (a Launches),
+    ``kernel`` being one of them; False at their least V block (_least_block)."""
+    launch = spec.kernels[kernel]
+    bv = launch.constexprs["BV"]
+    if spec.scan_fits is None or bv // 2 < _least_block(launch.constexprs["BT"], launch.hopper, sequential=True):
         return False
-    _FITTED_PIECES[spec.pieces] = 2 * spec.KB
+    _FITTED_SCAN_BV[spec.scan_fits] = bv // 2
     return True
 
 
@@ -1082,8 +1084,9 @@ def explains_resources(func, stage, specs):
 
     Before that, the call runs again on a tiling that needs less, kept for these inputs
     (``specs``: q, v -> the call's Launches): a state or reverse scan that ran out holds
-    its state in half as many pieces, down to one (fitted_pieces); any other kernel of
-    the backward halves the gradient V block, down to MIN_GRAD_BV (fitted_grad_bv).
+    halves the sequential kernels' V block, down to their least (fitted_scan_bv); any
+    other kernel of the backward halves the gradient V block, down to MIN_GRAD_BV
+    (fitted_grad_bv).
     TILING asks for what is fastest where it fits (docs/measurements.md), and whether it
     fits depends on the variant, the dtype, the GPU and the Triton version.  Every stage
     writes only its own outputs, so running it again computes the same values (a backward
@@ -1110,7 +1113,7 @@ def explains_resources(func, stage, specs):
 def _fit_again(spec, kernel, stage):
     launch = spec.kernels.get(kernel)
     if launch is not None and launch.sequential:
-        return widen_pieces(spec)
+        return narrow_scan_bv(spec, kernel)
     return stage == "backward" and narrow_grad_bv(spec)
 
 

@@ -15,10 +15,10 @@ import triton.language as tl
 from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _fail, _inv_unit_lower, _masked_gated_dot, _masked_mix, _on_hopper, autotuning,
     bind_params, block_sizes, cached_specs, check_args, check_grads, check_keywords, check_looped_k_block,
-    effective_tiling, explains_resources, fitted_grad_bv, fitted_pieces, flip_time, gpu_sms, input_options,
+    effective_tiling, explains_resources, fitted_grad_bv, fitted_scan_bv, flip_time, gpu_sms, input_options,
             kernel_types,
     needs_grad, programs_key, refuse_grad, scan_block, sequence_offsets, sequence_tables, state_layout_in,
-    state_layout_out, unused_rows)
+    state_layout_out, state_pieces, unused_rows)
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
@@ -1103,8 +1103,10 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     hopper = _on_hopper(device)
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV, hopper)
     dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV, VARLEN=varlen)
-    (KP, KB), pieces = fitted_pieces("chunk_gated_delta_rule", dtype, device, K, V, BK, til.scan_BK, til)
-    sdims = dict(dims, BV=scan_block(BV_full, BT, til.scan_BV, hopper), KP=KP, KB=KB)
+    KP, KB = state_pieces(BK, til.scan_BK)
+    SBV, scan_fits = fitted_scan_bv("chunk_gated_delta_rule", dtype, device, K, V,
+            scan_block(BV_full, BT, til.scan_BV, hopper), til)
+    sdims = dict(dims, BV=SBV, KP=KP, KB=KB)
     ptypes, stypes, otypes = (kernel_types(dtype, device, d) for d in (til.prep_dots, til.scan_dots, til.out_dots))
     scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
     tune = autotuning(til, torch.device(device))
@@ -1137,7 +1139,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
                 tune,
                    False, hopper=hopper),
     ]
-    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits, til.dh_store, pieces, KB)
+    return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits, til.dh_store, scan_fits)
 
 
 def _specs(q, v):

@@ -181,19 +181,18 @@ def test_gradient_block_at_its_narrowest_is_reported(monkeypatch):
         o.sum().backward()
 
 
-@pytest.mark.parametrize("name, kernel, stage", [("kda", "_dstateh_kernel", "backward"),
-                                                 ("dplr_delta_rule", "_state_kernel", "forward"),
-                                                 ("gla", "_dstate_kernel", "backward")])
-def test_state_pieces_widen_until_they_fit(monkeypatch, name, kernel, stage):
-    # TILING scan_BK asks for pieces of 64; a scan that does not fit in them (like Triton
-    # 3.6's KDA reverse scan at K = 256 on an H100) holds its state in half as many, kept
-    # for these inputs, and computes what that tiling does
+@pytest.mark.parametrize("name, kernel", [("kda", "_dstateh_kernel"), ("dplr_delta_rule", "_state_kernel"),
+                                          ("gla", "_dstate_kernel")])
+def test_a_scan_narrows_its_v_block_until_it_fits(monkeypatch, name, kernel):
+    # a stated scan V block over the GPU's shared memory (KDA's reverse scan and DPLR's
+    # state scan at K = 256, V blocks of 64, Triton 3.6 on an H100) is halved, kept for
+    # these inputs, and the call computes what that tiling computes
     from chunkproof.kernels import _runtime
     m = module(name)
-    monkeypatch.setattr(_runtime, "_FITTED_PIECES", {})
-    fake = _FitsUpTo(getattr(m, kernel), 1, "KP", 286720)
+    monkeypatch.setattr(_runtime, "_FITTED_SCAN_BV", {})
+    fake = _FitsUpTo(getattr(m, kernel), 16, "BV", 286720)
     monkeypatch.setattr(m, kernel, fake)
-    args, _, _ = make_inputs(name, 1, 20, 1, 128, 16, seed=3)
+    args, _, _ = make_inputs(name, 1, 20, 1, 16, 64, seed=3)
     fn = getattr(m, f"chunk_{name}")
 
     def run(leaves):
@@ -201,23 +200,25 @@ def test_state_pieces_widen_until_they_fit(monkeypatch, name, kernel, stage):
         o, _ = fn(*leaves)
         o.sum().backward()
         return [o] + [a.grad for a in leaves if a.grad is not None]
-    with m.tiling_override(scan_BK=32):
-        assert m.launch_specs(torch.float32, "cpu", 128, 16).KB == 32
-        widened = run(args)
-        assert fake.asked[:3] == [4, 2, 1], fake.asked
-        assert m.launch_specs(torch.float32, "cpu", 128, 16).KB == 128        # kept for these inputs
-        assert m.launch_specs(torch.float32, "cpu", 64, 16).KB == 32          # not for others
-    assert m.launch_specs(torch.float32, "cpu", 128, 16).KB == 64             # nor under another tiling
-    with m.tiling_override(scan_BK=128):
-        whole = run(args)
-    assert all(torch.equal(a, b) for a, b in zip(widened, whole)), stage
+
+    def scan_bv(V):
+        return m.launch_specs(torch.float32, "cpu", 16, V).kernels[kernel].constexprs["BV"]
+    with m.tiling_override(scan_BV=64, fp32_BV=64):
+        assert scan_bv(64) == 64
+        narrowed = run(args)
+        assert fake.asked[:3] == [64, 32, 16], fake.asked
+        assert scan_bv(64) == 16                  # kept for these inputs
+        assert scan_bv(32) == 32                  # not for others
+    with m.tiling_override(scan_BV=16, fp32_BV=64):
+        direct = run(args)
+    assert all(torch.equal(a, b) for a, b in zip(narrowed, direct))
 
 
-def test_a_scan_held_whole_that_does_not_fit_is_reported_by_name(monkeypatch):
+def test_a_scan_at_its_narrowest_is_reported_by_name(monkeypatch):
     from chunkproof.kernels import _runtime
     m = module("gated_delta_rule")
-    monkeypatch.setattr(_runtime, "_FITTED_PIECES", {})
-    monkeypatch.setattr(m, "_state_kernel", _FitsUpTo(m._state_kernel, 0, "KP", 286720))
+    monkeypatch.setattr(_runtime, "_FITTED_SCAN_BV", {})
+    monkeypatch.setattr(m, "_state_kernel", _FitsUpTo(m._state_kernel, 8, "BV", 286720))
     args, _, _ = make_inputs("gated_delta_rule", 1, 8, 1, 16, 32, seed=0)
     with pytest.raises(RuntimeError, match=r"chunk_gated_delta_rule \(forward, float32, K=16, V=32\): "
                                            r"_state_kernel needs 286720 of shared memory.*scan_BV"):

@@ -48,6 +48,14 @@ with m.tiling_override(scan_BK=64):
 PY
     tail -20 "$OUT/bench.txt"
     ;;
+3)  # the K = 256 pieces again, with a stated scan V block that does not fit narrowed
+    # (fitted_scan_bv): call 2 found KDA's and DPLR's whole-K scans at V 64 over the H100
+    LIMIT=100 WORKERS=16 TEST_K="k_pieces and 256 and (kda or dplr)" TESTS=tests/test_scan_blocks.py bash benchmarks/gpu_tests_all.sh > /dev/null 2>&1
+    mv "$OUT/pytest_gpu.txt" "$OUT/tests_scan_blocks.txt"
+    ;;
+4)  # DPLR's two again (call 3's limit cut them while compiling), on the warm machine
+    LIMIT=120 WORKERS=4 TEST_K="k_pieces and 256 and dplr" TESTS=tests/test_scan_blocks.py bash benchmarks/gpu_tests_all.sh > /dev/null 2>&1
+    ;;
 esac
 tail -n 25 "$OUT/tests_scan_blocks.txt" 2>/dev/null
 grep -h "^###\|_kernel" "$OUT"/profile_*.md 2>/dev/null | head -80
