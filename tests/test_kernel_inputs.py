@@ -139,6 +139,13 @@ class _FitsUpTo:
         return launch
 
 
+def _outputs_and_grads(fn, args):
+    leaves = [a.detach().clone().requires_grad_(a.is_floating_point()) for a in args]
+    o, _ = fn(*leaves)
+    o.sum().backward()
+    return [o] + [a.grad for a in leaves if a.grad is not None]
+
+
 @pytest.mark.parametrize("name", ["gla", "kda"])
 def test_gradient_block_narrows_until_it_fits(monkeypatch, name):
     # TILING grad_BV asks for the widest V block; a launch over the GPU's shared memory
@@ -151,21 +158,15 @@ def test_gradient_block_narrows_until_it_fits(monkeypatch, name):
     monkeypatch.setattr(m, "_dgradv_kernel", fake)
     args, _, _ = make_inputs(name, 1, 20, 1, 16, 64, seed=3)
     fn = getattr(m, f"chunk_{name}")
-
-    def grads(leaves):
-        leaves = [a.detach().clone().requires_grad_(a.is_floating_point()) for a in leaves]
-        o, _ = fn(*leaves)
-        o.sum().backward()
-        return [a.grad for a in leaves if a.grad is not None]
     assert m.launch_specs(torch.float32, "cpu", 16, 64).BVG == 64
-    narrowed = grads(args)
+    narrowed = _outputs_and_grads(fn, args)
     assert fake.asked[:3] == [64, 32, 16]
     assert m.launch_specs(torch.float32, "cpu", 16, 64).BVG == 16          # kept for these inputs
     assert m.launch_specs(torch.float32, "cpu", 16, 128).BVG == 128        # not for others
     with m.tiling_override(grad_warps=2):                                  # nor under another tiling
         assert m.launch_specs(torch.float32, "cpu", 16, 64).BVG == 64
     with m.tiling_override(grad_BV=16):
-        direct = grads(args)
+        direct = _outputs_and_grads(fn, args)
     assert all(torch.equal(a, b) for a, b in zip(narrowed, direct))
 
 
@@ -195,22 +196,16 @@ def test_a_scan_narrows_its_v_block_until_it_fits(monkeypatch, name, kernel):
     args, _, _ = make_inputs(name, 1, 20, 1, 16, 64, seed=3)
     fn = getattr(m, f"chunk_{name}")
 
-    def run(leaves):
-        leaves = [a.detach().clone().requires_grad_(a.is_floating_point()) for a in leaves]
-        o, _ = fn(*leaves)
-        o.sum().backward()
-        return [o] + [a.grad for a in leaves if a.grad is not None]
-
     def scan_bv(V):
         return m.launch_specs(torch.float32, "cpu", 16, V).kernels[kernel].constexprs["BV"]
     with m.tiling_override(scan_BV=64, fp32_BV=64):
         assert scan_bv(64) == 64
-        narrowed = run(args)
+        narrowed = _outputs_and_grads(fn, args)
         assert fake.asked[:3] == [64, 32, 16], fake.asked
         assert scan_bv(64) == 16                  # kept for these inputs
         assert scan_bv(32) == 32                  # not for others
     with m.tiling_override(scan_BV=16, fp32_BV=64):
-        direct = run(args)
+        direct = _outputs_and_grads(fn, args)
     assert all(torch.equal(a, b) for a, b in zip(narrowed, direct))
 
 
