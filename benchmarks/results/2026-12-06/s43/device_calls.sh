@@ -56,6 +56,20 @@ PY
 4)  # DPLR's two again (call 3's limit cut them while compiling), on the warm machine
     LIMIT=120 WORKERS=4 TEST_K="k_pieces and 256 and dplr" TESTS=tests/test_scan_blocks.py bash benchmarks/gpu_tests_all.sh > /dev/null 2>&1
     ;;
+# Written for the next session (not run in this one): every variant against FLA at the
+# three default shapes besides (4, 4096, 16, 128), as shipped, in two calls, and FLA's
+# Gated DeltaNet backward kernel by kernel beside ours
+5|6)
+    if [ "$call" = 5 ]; then vs=gla,gated_delta_rule,kda,dplr_delta_rule; else vs=delta_rule,simple_gla,retention,rwkv6; fi
+    timeout 540 chunkproof bench --variant "$vs" --mode both --fla-force --reps 3 --budget 480 \
+        --shapes 2x16384x16x128,8x2048x16x64,1x8192x96x128 -o "$OUT/bench_$call.json" > "$OUT/bench_$call.txt" 2>&1
+    tail -30 "$OUT/bench_$call.txt"
+    ;;
+7)
+    timeout 500 python3 benchmarks/profile_kernels.py --variants gated_delta_rule --shape 2,16384,16,128 \
+        --mode fwd+bwd --iters 5 --fla gated_delta_rule --fla-force --out "$OUT/profile_gdn_fla.md" 2> "$OUT/profile.log"
+    grep -h "^###\|_kernel\|chunk\|fwd\|bwd" "$OUT/profile_gdn_fla.md" | head -60
+    ;;
 esac
 tail -n 25 "$OUT/tests_scan_blocks.txt" 2>/dev/null
 grep -h "^###\|_kernel" "$OUT"/profile_*.md 2>/dev/null | head -80
