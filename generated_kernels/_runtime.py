@@ -545,11 +545,11 @@ def cached_specs(launch_specs):
     return specs
 
 
-# (function, dtype, device, K, V, the tiling in force) -> the widest V block of the
-# sequential kernels that fitted the GPU, where a launch at a wider one did not (on an
-# H100 with Triton 3.6, KDA's reverse scan and DPLR's state scan at K = 256 and V blocks
-# of 64 need 280 and 248 KB of shared memory; autotune drops such a configuration, a
-# stated one is narrowed here)
+# (function, dtype, device, K, V, the scans' V block asked for, the tiling in force) ->
+# the widest V block of the sequential kernels that fitted the GPU, where a launch at a
+# wider one did not (on an H100 with Triton 3.6, KDA's reverse scan and DPLR's state
+# scan at K = 256 and V blocks of 64 need 280 and 248 KB of shared memory; autotune
+# drops such a configuration, a stated one is narrowed here)
 _FITTED_SCAN_BV = {}
 
 
@@ -1083,12 +1083,12 @@ def explains_resources(func, stage, specs):
     instead of Triton's bare OutOfResources from inside a launch.
 
     Before that, the call runs again on a tiling that needs less, kept for these inputs
-    (``specs``: q, v -> the call's Launches): a state or reverse scan that ran out holds
-    halves the sequential kernels' V block, down to their least (fitted_scan_bv); any
-    other kernel of the backward halves the gradient V block, down to MIN_GRAD_BV
-    (fitted_grad_bv).
-    TILING asks for what is fastest where it fits (docs/measurements.md), and whether it
-    fits depends on the variant, the dtype, the GPU and the Triton version.  Every stage
+    (``specs``: q, v -> the call's Launches): where a state or reverse scan ran out, the
+    sequential kernels' V block is halved, down to their least (fitted_scan_bv); where
+    any other kernel of the backward did, the gradient V block, down to MIN_GRAD_BV
+    (fitted_grad_bv).  TILING asks for what is fastest where it fits
+    (docs/measurements.md), and whether it fits depends on the variant, the dtype, the
+    GPU and the Triton version.  Every stage
     writes only its own outputs, so running it again computes the same values (a backward
     that took the forward's kept tiles over on its first try recomputes them on the next)."""
     def wrap(fn):
