@@ -1,0 +1,30 @@
+# The device calls of session 44 (from the repository root on the lent machine; .whl and
+# .tcache carried).  bash device_calls.sh N runs call N.
+set -u
+call="${1:?which call}"
+OUT="${OUT:-/tmp/out}"
+. benchmarks/gpu_setup.sh
+. benchmarks/tcache.sh
+tcache_restore > "$OUT/tcache.log" 2>&1
+{ nvidia-smi -L; python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } > "$OUT/gpu.txt" 2>&1
+bench() {  # bench LIMIT NAME ARGS...: chunkproof bench as shipped, FLA forced past its #640 refusal
+    local limit="$1" name="$2"; shift 2
+    timeout "$limit" chunkproof bench --fla-force --reps 3 -o "$OUT/bench_$name.json" "$@" > "$OUT/bench_$name.txt" 2>&1
+    grep "^|" "$OUT/bench_$name.txt" | tail -n +3
+}
+case "$call" in
+1)  # FLA's Gated DeltaNet forward + backward kernel by kernel beside ours at (2,16384,16,128);
+    # then the four first variants at (1, 8192, 96, 128), both modes; the compile cache back
+    timeout 200 python3 benchmarks/profile_kernels.py --variants gated_delta_rule --shape 2,16384,16,128 \
+        --mode fwd+bwd --iters 5 --fla gated_delta_rule --fla-force --out "$OUT/profile_gdn_fla.md" 2> "$OUT/profile.log"
+    bench 330 h96 --variant gla,gated_delta_rule,kda,dplr_delta_rule --mode both --budget 300 --no-sdpa --shapes 1x8192x96x128
+    timeout 60 bash -c '. benchmarks/tcache.sh; tcache_pack "$0"' "$OUT"
+    ;;
+2)  # DPLR at (2, 16384, 16, 128); the four at (8, 2048, 16, 64) as the budget allows; cache back
+    bench 480 rest --variant dplr_delta_rule,gla,gated_delta_rule,kda --mode both --budget 450 --no-sdpa \
+        --shapes 2x16384x16x128,8x2048x16x64
+    timeout 60 bash -c '. benchmarks/tcache.sh; tcache_pack "$0"' "$OUT"
+    ;;
+esac
+grep -h "^###\|_kernel" "$OUT"/profile_*.md 2>/dev/null | head -60
+tail -3 "$OUT/profile.log" 2>/dev/null
