@@ -601,13 +601,31 @@ bwd("identity", "dlogGamma_pairs", adj(Gamma) * Gamma, DLOGGAMMA_PAIRS,
 bwd("identity", "dlogalpha_pairs", adj(Al) * Al, RevCumSum(DLOGGAMMA_PAIRS),
     "dlog alpha = suffix sums of the paired dlog gamma within the chunk")
 
+# dbeta and the gate gradient once more, grouped so that the kernel forms fewer C x Dk
+# products: diag(A~^T X Y) taken as diag(A~^T (X Y)) reads the C x C product X Y, and
+# d<-W <-K^T is already formed for dA~ (and dU V^T with it; each term apart, so that the
+# kernel's product is the same as dA~'s and formed once), so no C x C x Dk product is
+# left in dbeta, and rowsum(Diag(beta) A~^T d<-W . <-K) becomes beta . diag(A~^T (d<-W <-K^T)).
+DWK = adj(Wl) @ Kl.T
+bwd("adjoint", "dbeta_grouped", adj(Be),
+    DiagV(At.T @ DWK) + DiagV(At.T @ (adj(U) @ V.T)) + DiagV(adj(Xt) @ M1(Kl @ Kr.T).T),
+    "dbeta = diag(A~^T (d<-W <-K^T)) + diag(A~^T (dU V^T)) + diag(dX~ (<-K ->K^T odot M_{-1})^T)")
+DLOGGAMMA_GROUPED = (((dO_ @ S_PREV) * Ql) @ Ones("Dk", "1") + diag(Be) @ DiagV(At.T @ DWK) - E_STATE
+                     + PAIRS @ ONES_C - PAIRS.T @ ONES_C
+                     + PlaceLast(Scale(gC, Inner(S_PREV, dS)) + ONES_C.T @ E_STATE))
+bwd("identity", "dlogGamma_grouped", adj(Gamma) * Gamma, DLOGGAMMA_GROUPED,
+    "dlog gamma = rowsum(dO S . <-Q) + beta . diag(A~^T (d<-W <-K^T)) - E + P 1 - P^T 1"
+    " + [0, ..., gamma^C <S_[t-1], dS> + 1^T E]^T")
+bwd("identity", "dlogalpha_grouped", adj(Al) * Al, RevCumSum(DLOGGAMMA_GROUPED),
+    "dlog alpha = suffix sums of the grouped dlog gamma within the chunk")
+
 
 # the kernel printed from this derivation (chunkproof gen; derivations/kernel.py)
 kernel(D, "chunk_gated_delta_rule", GDN_KDA, outputs="gdn.bwd.fwd_O", state="gdn.bwd.fwd_S",
        args=dict(q="Q", k="K", v="V", g=log_of("Alpha"), beta="Beta"),
        backward=dict(dS="gdn.bwd.dS_rec", dS_prev="gdn.bwd.dS_prev",
-                     grads=dict(q="gdn.bwd.dQ", k="gdn.bwd.dK", v="gdn.bwd.dV", g="gdn.bwd.dlogalpha_pairs",
-                                beta="gdn.bwd.dbeta"),
+                     grads=dict(q="gdn.bwd.dQ", k="gdn.bwd.dK", v="gdn.bwd.dV", g="gdn.bwd.dlogalpha_grouped",
+                                beta="gdn.bwd.dbeta_grouped"),
                      inner=["gdn.bwd." + n for n in ("dVnew", "dU", "dW", "dQl", "dA", "dX", "dKl", "dKr")]),
        doc="S_t = S_{t-1} exp(g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t")
 

@@ -207,6 +207,12 @@ nb.adjoint("kda.dDiagBeta", 289,
             r"\right)^\top"),
            adj(DB), At.T @ adj(W) @ Kl.T + At.T @ adj(U) @ V.T + adj(Xt) @ tril(Kl @ Kr.T, "M-1").T,
            PR, row=1, what="delta Diag(beta), full C x C matrix")
+# The same, grouped so that the kernel forms fewer C x Dk products: diag(A~^T X Y) as
+# diag(A~^T (X Y)) reads the C x C products dW <-K^T and dU V^T that delta A-tilde forms
+# (each term apart, so that the kernel's product is the same as delta A-tilde's).
+nb.adjoint("kda.dDiagBeta.grouped", 289, "",
+           adj(DB), At.T @ (adj(W) @ Kl.T) + At.T @ (adj(U) @ V.T) + adj(Xt) @ tril(Kl @ Kr.T, "M-1").T,
+           PR, what="derived: delta Diag(beta) with the products of delta A-tilde read, not formed again")
 nb.adjoint("kda.dDiagBeta.viaA", 301,
            (r"&= \widetilde{\mathbf{A}}_{[t]}^\top \delta \widetilde{\mathbf{A}}_{[t]} "
             r"\text{Diag}(\boldsymbol{\beta}_{[t]})^{-1} + \delta \widetilde{\mathbf{X}}_{[t]} \left( "
@@ -313,7 +319,7 @@ kernel(D, "chunk_kda", P, outputs="kda.O", state="kda.S",
        backward=dict(dS="kda.dS", dS_prev="kda.bwd.dS_prev",
                      grads=dict(q="kda.dQ", k="kda.dK", v="kda.dV", g="kda.dlogAlpha_grouped", beta="kda.dBeta"),
                      inner=["kda.dU", "kda.dVnew", "kda.dW", "kda.dQl", "kda.dAt", "kda.dXt", "kda.dKl",
-                            "kda.dKr.corrected", "kda.dDiagBeta"]),
+                            "kda.dKr.corrected", "kda.dDiagBeta.grouped"]),
        doc="S_t = S_{t-1} Diag(exp g_t)(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t")
 
 DERIVATION = D

@@ -576,7 +576,7 @@ def _dstateh_kernel(q, k, do, in_W, r_hr0, dh, dht, dh0, scale, T, NP,
 # one themselves in a loop over the V blocks (Variant.loop_reductions), and hold no
 # whole tile with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dVnew, w_vr1, w_vr3, w_vr5, h, dh, d_v, scale, T, NCH,
+def _dgradv_kernel(beta, do, in_At, in_W, in_U, r_dVnew, w_vr1, w_vr3, h, dh, d_v, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -615,8 +615,6 @@ def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dVnew, w_vr1, w_vr3, w_vr5,
     p_c = i_c * H + i_h
     b_dVnew = tl.load(r_dVnew + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
             other=0.).to(tl.float32)
-    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
-            & (o_v < V)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
@@ -639,12 +637,6 @@ def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dVnew, w_vr1, w_vr3, w_vr5,
     b_vr3 = tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
     tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
             b_vr3.to(w_vr3.dtype.element_ty))
-    # vr5 = \text{diag}\left(\widetilde{\mathbf{A}}^\top \delta \mathbf{U} \mathbf{V}^\top\right) [claim
-    #   delta_rule.dbeta, delta_rule.py §input gradients]
-    b_vr5 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
-            * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
-    tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]),
-            b_vr5.to(w_vr5.dtype.element_ty))
     # g_v = \text{Diag}\left(\boldsymbol{\beta}\right) \widetilde{\mathbf{A}}^\top \delta \mathbf{U} [claim
     #   delta_rule.dV, delta_rule.py §input gradients]
     b_g_v = tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
@@ -655,7 +647,7 @@ def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dVnew, w_vr1, w_vr3, w_vr5,
 # the C kernel computes the C x C tiles that depend on whole K rows (and the gradients
 # without a K dimension); the KB kernel, blocked over K, the gradients with one from them
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradc_kernel(k, beta, in_At, r_vr5, w_dXt, v, r_dVnew, h, d_beta, scale, T, NCH,
+def _dgradc_kernel(k, beta, in_At, w_dXt, v, r_dVnew, h, d_beta, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -711,9 +703,7 @@ def _dgradc_kernel(k, beta, in_At, r_vr5, w_dXt, v, r_dVnew, h, d_beta, scale, T
         b_vr4_sum += b_vr4
     b_vr2 = b_vr2_sum
     b_vr4 = b_vr4_sum
-    b_vr5 = tl.load(r_vr5 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
-    for i_r in tl.static_range(1, NV):
-        b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
+    
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
@@ -734,12 +724,13 @@ def _dgradc_kernel(k, beta, in_At, r_vr5, w_dXt, v, r_dVnew, h, d_beta, scale, T
             tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2))
     tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt.to(w_dXt.dtype.element_ty))
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}^\top \delta \mathbf{W} \mathbf{K}^\top\right) +
-    #   (\text{diag}\left(\widetilde{\mathbf{A}}^\top \delta \mathbf{U} \mathbf{V}^\top\right)) +
+    #   \text{diag}\left(\widetilde{\mathbf{A}}^\top (\delta \mathbf{U} \mathbf{V}^\top)\right) +
     #   \text{diag}\left(\delta \widetilde{\mathbf{X}} \left(\mathbf{K} \mathbf{K}^\top \odot
-    #   \mathbf{M}_{-1}\right)^\top\right) [claim delta_rule.dbeta, delta_rule.py §input gradients]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2)
-            * tl.trans(tl.trans(b_K)), axis=1, keep_dims=True)
-            + b_vr5)
+    #   \mathbf{M}_{-1}\right)^\top\right) [claim delta_rule.dbeta_grouped, delta_rule.py §input gradients]
+    b_g_beta = ((tl.trans(tl.sum(b_At
+            * tl.dot(b_dW.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3), axis=0,
+            keep_dims=True))
+            + tl.trans(tl.sum(b_At * b_vr4, axis=0, keep_dims=True)))
             + tl.sum(b_dXt
             * tl.trans(tl.trans(tl.where(m_strict,
             tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC), 0.))),
@@ -1048,12 +1039,11 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     r_vr3 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
-    r_vr5 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32, device=q.device)
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](v, beta, do, At, W, U, r_dVnew, r_vr1, r_vr3, r_vr5, h,
-            dh, d_v, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](beta, do, At, W, U, r_dVnew, r_vr1, r_vr3, h, dh, d_v,
+            scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     # read by the V kernel last: dropped before the K side's buffers are allocated (peak memory)
     del U, W, dh
@@ -1063,10 +1053,8 @@ def _backward(q, k, v, beta, do, dht, scale, initial_state=None, chunk_size=None
     # narrowed (Variant.narrowed): in the inputs' dtype
     r_dXt = torch.empty(B * NT * H, BT * BT, dtype=q.dtype, device=q.device)
 
-    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, beta, At, r_vr5, r_dXt, v, r_dVnew, h, d_beta, scale, T,
-            NCH,
+    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, beta, At, r_dXt, v, r_dVnew, h, d_beta, scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradc_kernel"].kwargs)
-    del r_vr5     # read by the C kernel last
     # per value head, in fp32, then summed over each query/key head's group
     d_q = empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
     # per value head, in fp32, then summed over each query/key head's group

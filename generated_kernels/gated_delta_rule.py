@@ -673,8 +673,8 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T, NP
 # one themselves in a loop over the V blocks (Variant.loop_reductions), and hold no
 # whole tile with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, r_dU, w_vr1, w_vr4, w_vr5, w_vr6, w_vr7, w_vr8, h,
-        dh, d_v, scale, T, NCH,
+def _dgradv_kernel(q, k, beta, do, in_Gamma, in_At, in_Wl, in_U, r_dU, w_vr1, w_vr4, w_vr5, w_vr6, w_vr7, h, dh, d_v,
+        scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -717,8 +717,6 @@ def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, r_dU, w_vr1,
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
-    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
-            & (o_v < V)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
@@ -754,30 +752,24 @@ def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, r_dU, w_vr1,
     tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :]),
             b_vr4.to(w_vr4.dtype.element_ty))
     # vr5 = \left(\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} \odot \overleftarrow{\mathbf{Q}_{[t]}}\right)
-    #   \mathbf{1} [claim gdn.bwd.dlogalpha_pairs, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
+    #   \mathbf{1} [claim gdn.bwd.dlogalpha_grouped, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_vr5 = tl.sum((tl.dot(b_dO.to(DT).to(CT), b_s.to(DT).to(CT), input_precision=PREC) * (b_Q * tl.exp(b_Ql_f)))
             * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
     tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]),
             b_vr5.to(w_vr5.dtype.element_ty))
     # vr6 = \left(\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \odot \gamma_{[t]}^{C}
-    #   \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} [claim gdn.bwd.dlogalpha_pairs, 002_6404d08dac0301ed.txt
+    #   \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} [claim gdn.bwd.dlogalpha_grouped, 002_6404d08dac0301ed.txt
     #   §4.1 前向传播, line 118]
     b_vr6 = tl.sum((tl.dot(b_Vnew.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=PREC2)
             * (b_K * tl.exp((b_Kr_f + b_gC_log))))
             * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
     tl.store(w_vr6 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]),
             b_vr6.to(w_vr6.dtype.element_ty))
-    # vr7 = \langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle [claim gdn.bwd.dlogalpha_pairs,
+    # vr7 = \langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle [claim gdn.bwd.dlogalpha_grouped,
     #   002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_vr7 = tl.sum(tl.sum(b_s * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True)
     tl.store(w_vr7 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]),
             b_vr7.to(w_vr7.dtype.element_ty))
-    # vr8 = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)
-    #   [claim gdn.bwd.dbeta, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-    b_vr8 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
-            * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
-    tl.store(w_vr8 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]),
-            b_vr8.to(w_vr8.dtype.element_ty))
     # g_v = \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]}
     #   [claim gdn.bwd.dV, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_g_v = tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
@@ -788,8 +780,8 @@ def _dgradv_kernel(q, k, v, beta, do, in_Gamma, in_At, in_Wl, in_U, r_dU, w_vr1,
 # the C kernel computes the C x C tiles that depend on whole K rows (and the gradients
 # without a K dimension); the KB kernel, blocked over K, the gradients with one from them
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr5, r_vr6, r_vr7, r_vr8, w_dXt, v, r_dU, h, d_g, d_beta,
-        scale, T, NCH,
+def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr5, r_vr6, r_vr7, w_dXt, v, r_dU, h, d_g, d_beta, scale, T,
+        NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -858,9 +850,6 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr5, r_vr6, r_vr7, r_vr
     b_vr7 = tl.load(r_vr7 + p_c * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
         b_vr7 += tl.load(r_vr7 + (i_r * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :])).to(tl.float32)
-    b_vr8 = tl.load(r_vr8 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
-    for i_r in tl.static_range(1, NV):
-        b_vr8 += tl.load(r_vr8 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -901,11 +890,11 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr5, r_vr6, r_vr7, r_vr
             tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2))
     tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt.to(w_dXt.dtype.element_ty))
     # g_g = \text{suffix\_sum}_{row}\left((\left(\delta \mathbf{O}_{[t]} \mathbf{S}_{[t-1]}^{C} \odot
-    #   \overleftarrow{\mathbf{Q}_{[t]}}\right) \mathbf{1}) + \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)
-    #   \widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}} \odot
-    #   \overleftarrow{\mathbf{K}_{[t]}}\right) \mathbf{1} - (\left(\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C}
-    #   \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1}) + \left(\left((\delta
-    #   \mathbf{O}_{[t]} \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}}
+    #   \overleftarrow{\mathbf{Q}_{[t]}}\right) \mathbf{1}) + \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)
+    #   \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}}
+    #   \overleftarrow{\mathbf{K}_{[t]}}^\top\right) - (\left(\mathbf{V}_{[t],new} \delta \mathbf{S}_{[t]}^{C} \odot
+    #   \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right) \mathbf{1}) + \left(\left((\delta \mathbf{O}_{[t]}
+    #   \mathbf{V}_{[t],new}^\top) \odot \mathbf{M}\right) \odot \left(\overleftarrow{\mathbf{Q}_{[t]}}
     #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) +
     #   \left(\text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \delta \widetilde{\mathbf{X}}_{[t]} \odot
     #   \mathbf{M}_{-1}\right) \odot \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot
@@ -916,13 +905,15 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr5, r_vr6, r_vr7, r_vr
     #   \odot \mathbf{M}_{-1}\right)\right)^\top \mathbf{1} + \left[0,\dots,0,\gamma_{[t]}^{C} (\langle
     #   \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]}^{C} \rangle) + \mathbf{1}^\top (\left(\mathbf{V}_{[t],new}
     #   \delta \mathbf{S}_{[t]}^{C} \odot \gamma_{[t]}^{C} \overrightarrow{\mathbf{K}_{[t]}}\right)
-    #   \mathbf{1})\right]^\top\right) [claim gdn.bwd.dlogalpha_pairs, 002_6404d08dac0301ed.txt §4.1 前向传播, line
-    #   118]
+    #   \mathbf{1})\right]^\top\right) [claim gdn.bwd.dlogalpha_grouped, 002_6404d08dac0301ed.txt §4.1 前向传播,
+    #   line 118]
     b_g_g = tl.sum(tl.where(m_upper,
             tl.trans((((((b_vr5
-            + tl.sum((tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2)
-            * (b_K * tl.exp(b_Kl_f)))
-            * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True))
+            + (b_Beta
+            * tl.trans(tl.sum(b_At
+            * tl.dot(b_dWl.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2),
+            input_precision=PREC2),
+            axis=0, keep_dims=True))))
             - b_vr6)
             + tl.sum(((tl.where(m_incl, b_vr1, 0.)
             * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3)
@@ -946,13 +937,16 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr5, r_vr6, r_vr7, r_vr
             axis=1, keep_dims=True)
     tl.store(d_g + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_g, [BT]).to(d_g.dtype.element_ty), mask=m_r)
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \overleftarrow{\mathbf{W}_{[t]}}
-    #   \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta
-    #   \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]}
+    #   \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top (\delta
+    #   \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top)\right) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]}
     #   \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot
-    #   \mathbf{M}_{-1}\right)^\top\right) [claim gdn.bwd.dbeta, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dWl.to(DT2).to(CT2), input_precision=PREC2)
-            * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True)
-            + b_vr8)
+    #   \mathbf{M}_{-1}\right)^\top\right) [claim gdn.bwd.dbeta_grouped, 002_6404d08dac0301ed.txt §4.1 前向传播,
+    #   line 118]
+    b_g_beta = ((tl.trans(tl.sum(b_At
+            * tl.dot(b_dWl.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2),
+            input_precision=PREC2),
+            axis=0, keep_dims=True))
+            + tl.trans(tl.sum(b_At * b_vr3, axis=0, keep_dims=True)))
             + tl.sum(b_dXt
             * tl.trans(tl.trans(tl.where(m_strict,
             tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC)
@@ -1293,12 +1287,11 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     r_vr6 = torch.empty(NV, B * NT * H, BT * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr7 = torch.empty(NV, B * NT * H, 1 * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
-    r_vr8 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32, device=q.device)
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, beta, do, Gamma, At, Wl, U, r_dU, r_vr1, r_vr4,
-            r_vr5, r_vr6, r_vr7, r_vr8, h, dh, d_v, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, beta, do, Gamma, At, Wl, U, r_dU, r_vr1, r_vr4,
+            r_vr5, r_vr6, r_vr7, h, dh, d_v, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     # read by the V kernel last: dropped before the K side's buffers are allocated (peak memory)
     del U, Wl, dh
@@ -1309,10 +1302,10 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     # narrowed (Variant.narrowed): in the inputs' dtype
     r_dXt = torch.empty(B * NT * H, BT * BT, dtype=q.dtype, device=q.device)
 
-    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](q, k, beta, Gamma, At, r_vr1, r_vr5, r_vr6, r_vr7, r_vr8,
-            r_dXt, v, r_dU, h, d_g, d_beta, scale, T, NCH,
+    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](q, k, beta, Gamma, At, r_vr1, r_vr5, r_vr6, r_vr7, r_dXt, v,
+            r_dU, h, d_g, d_beta, scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradc_kernel"].kwargs)
-    del r_vr5, r_vr6, r_vr7, r_vr8     # read by the C kernel last
+    del r_vr5, r_vr6, r_vr7     # read by the C kernel last
     # per value head, in fp32, then summed over each query/key head's group
     d_q = empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
     # per value head, in fp32, then summed over each query/key head's group

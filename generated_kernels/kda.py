@@ -74,7 +74,7 @@ STORED_TYPES = {"hs0": [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]}
 # tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
 # reduction, layout "vsum", only where one V block covers V), with the tiles written over
 # them: name -> layout
-NARROWED = {"dXt": "chunk", "vr2": "vsum", "vr3": "vsum", "vr5": "vsum"}
+NARROWED = {"dXt": "chunk", "vr2": "vsum", "vr5": "vsum"}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -729,8 +729,8 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T
 # one themselves in a loop over the V blocks (Variant.loop_reductions), and hold no
 # whole tile with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dU, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5, w_vr6, h, dh, d_v,
-        scale, T, NCH,
+def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dU, w_vr0, w_vr1, w_vr2, w_vr3, w_vr4, w_vr5, h, dh, d_v, scale, T,
+        NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -816,12 +816,6 @@ def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dU, w_vr0, w_vr1, w_vr2, w_
     b_vr5 = tl.trans(tl.sum(b_s * b_ds, axis=0, keep_dims=True))
     tl.store(w_vr5 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]),
             b_vr5.to(w_vr5.dtype.element_ty))
-    # vr6 = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)
-    #   [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta \boldsymbol{\beta}_{[t]}\), line 310, row 3]
-    b_vr6 = tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
-            * tl.trans(tl.trans(b_V)), axis=1, keep_dims=True)
-    tl.store(w_vr6 + (i_v.to(tl.int64) * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :]),
-            b_vr6.to(w_vr6.dtype.element_ty))
     # g_v = \text{Diag}(\boldsymbol{\beta}_{[t]}) \widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{U}_{[t]} [claim
     #   kda.dV, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{V}_{[t]}\), line 134, row 1]
     b_g_v = tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dU.to(DT2).to(CT2), input_precision=PREC2)
@@ -832,7 +826,7 @@ def _dgradv_kernel(v, beta, do, in_At, in_W, in_U, r_dU, w_vr0, w_vr1, w_vr2, w_
 # the C kernel computes the C x C tiles that depend on whole K rows (and the gradients
 # without a K dimension); the KB kernel, blocked over K, the gradients with one from them
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta, rng, scale, T, NCH,
+def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, w_dXt, d_beta, rng, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -875,9 +869,6 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
     b_vr3 = tl.load(r_vr3 + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
         b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
-    b_vr6 = tl.load(r_vr6 + p_c * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
-    for i_r in tl.static_range(1, NV):
-        b_vr6 += tl.load(r_vr6 + (i_r * NCH + p_c) * (BT * 1) + (o_t[:, None] * 1 + o_one[None, :])).to(tl.float32)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
@@ -914,14 +905,16 @@ def _dgradc_kernel(k, beta, in_Gamma, in_At, r_vr2, r_vr3, r_vr6, w_dXt, d_beta,
             tl.trans(b_At).to(DT2).to(CT2), input_precision=PREC2)
     tl.store(w_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :]), b_dXt.to(w_dXt.dtype.element_ty))
     # g_beta = \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta \mathbf{W}_{[t]}
-    #   \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + (\text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top \delta
-    #   \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top\right)) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]}
+    #   \overleftarrow{\mathbf{K}_{[t]}}^\top\right) + \text{diag}\left(\widetilde{\mathbf{A}}_{[t]}^\top (\delta
+    #   \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top)\right) + \text{diag}\left(\delta \widetilde{\mathbf{X}}_{[t]}
     #   \left(\overleftarrow{\mathbf{K}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot
     #   \mathbf{M}_{-1}\right)^\top\right) [claim kda.dBeta, 001_ba6c617d0f1bc209.txt §对于 \(\delta
     #   \boldsymbol{\beta}_{[t]}\), line 310, row 3]
-    b_g_beta = ((tl.sum(tl.dot(tl.trans(b_At).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2)
-            * tl.trans((tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f)))), axis=1, keep_dims=True)
-            + b_vr6)
+    b_g_beta = ((tl.trans(tl.sum(b_At
+            * tl.dot(b_dW.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2),
+            input_precision=PREC2),
+            axis=0, keep_dims=True))
+            + tl.trans(tl.sum(b_At * b_vr3, axis=0, keep_dims=True)))
             + tl.sum(b_dXt
             * tl.trans(tl.trans(_masked_gated_dot(b_K, b_Kl_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True,
             BT, DT2, CT2, PREC2, rng_c, BLOCKED))),
@@ -1299,17 +1292,15 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr2 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
-    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
-    r_vr3 = torch.empty(NV, B * NT * H, BT * BT, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
+    r_vr3 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     r_vr4 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr5 = torch.empty(NV, B * NT * H, BKF * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
-    r_vr6 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32, device=q.device)
 
     d_v = empty_like(v)
 
     spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](v, beta, do, At, W, U, r_dU, r_vr0, r_vr1, r_vr2, r_vr3,
-            r_vr4, r_vr5, r_vr6, h, dh, d_v, scale, T, NCH,
+            r_vr4, r_vr5, h, dh, d_v, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
     # read by the V kernel last: dropped before the K side's buffers are allocated (peak memory)
     del U, W, dh, h, r_dU
@@ -1319,10 +1310,10 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     # narrowed (Variant.narrowed): in the inputs' dtype
     r_dXt = torch.empty(B * NT * H, BT * BT, dtype=q.dtype, device=q.device)
 
-    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, beta, Gamma, At, r_vr2, r_vr3, r_vr6, r_dXt, d_beta, rng,
-            scale, T, NCH,
+    spec["_dgradc_kernel"].on(_dgradc_kernel)[(NT, B * H)](k, beta, Gamma, At, r_vr2, r_vr3, r_dXt, d_beta, rng, scale,
+            T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradc_kernel"].kwargs)
-    del r_vr3, r_vr6     # read by the C kernel last
+    del r_vr3     # read by the C kernel last
     # per value head, in fp32, then summed over each query/key head's group
     d_q = empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)
     # per value head, in fp32, then summed over each query/key head's group

@@ -308,7 +308,8 @@ def test_gate_gradient_rounding_bf16(name, bound):
     # the gate gradients are printed from claims grouped for rounding: terms that cancel
     # in the suffix sums are formed once (README, "Rounding in the gate gradient").  This
     # example's bf16 error, printed from the dQ/dK grouping (gdn.bwd.dlogalpha,
-    # gla.bwd.dlogalpha) / the grouped claims (gdn.bwd.dlogalpha_pairs,
+    # gla.bwd.dlogalpha) / the grouped claims (gdn.bwd.dlogalpha_pairs, now regrouped as
+    # gdn.bwd.dlogalpha_grouped,
     # gla.bwd.dlogalpha_grouped, dplr.fla.dlogalpha.grouped): Gated DeltaNet 3.1e-2 /
     # 6.2e-3, GLA 2.8e-2 / 4.9e-3, DPLR 3.2e-2 / 1.7e-2.  The gradient kernels' own
     # products the bounds were set with (bf16 for GDN and DPLR, tf32 for GLA; DPLR's

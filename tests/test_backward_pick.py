@@ -23,12 +23,14 @@ FORWARD_ONLY = os.path.join(ROOT, "tests", "data", "deltanet_forward_only.py")
 
 
 def test_delta_rule_picks_its_own_claims():
+    # its declaration names delta beta's claim alone (of two that hold, the grouped one);
+    # the picker fills every other slot from the derivation's adjoint claims
     (d,) = bundled(["variants.delta_rule"])
     v, derived = backward_pick.resolve(BY_NAME["delta_rule"], d)
     assert not derived
     assert v.backward["dS"] == "delta_rule.dS" and v.backward["dS_prev"] == "delta_rule.dS_prev"
     assert v.backward["grads"] == {"q": "delta_rule.dQ", "k": "delta_rule.dK", "v": "delta_rule.dV",
-                                   "beta": "delta_rule.dbeta"}
+                                   "beta": "delta_rule.dbeta_grouped"}
     assert set(v.backward["inner"]) == {"delta_rule." + n for n in ("dVnew", "dU", "dW", "dAt", "dXt")}
 
 

@@ -297,11 +297,11 @@ def test_a_narrowed_tile_is_stored_and_read_in_the_inputs_dtype():
     assert len(at_loads) >= 3 and all(text.endswith(".to(tl.float32)") for text in at_loads), at_loads
     assert "r_vr3 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32)" in src
     assert "r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=q.dtype" in src
-    assert "r_vr5 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32" in src
+    assert "r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32" in src     # not narrowed
     assert 'NARROWED = {"dVnew": "vcols", "hr0": "vcols", "vr3": "vsum"}' in src
     loads = [_statement(src, m.start()) for m in re.finditer(r"= tl\.load\(r_\w+ ", src)]
     stores = [(m.group(1), _statement(src, m.start())) for m in re.finditer(r"tl\.store\(([wr]_\w+) ", src)]
-    assert len(loads) > 5 and len(stores) > 5
+    assert len(loads) > 5 and len(stores) >= 5     # hr0, dVnew, vr1, vr3, dXt
     for text in loads:
         assert text.endswith(".to(tl.float32)"), text
     for ptr, text in stores:

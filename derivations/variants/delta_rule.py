@@ -94,10 +94,19 @@ nb.adjoint("delta_rule.dbeta",
            r"\delta \boldsymbol{\beta} = \text{diag}\left(\widetilde{\mathbf{A}}^\top \delta \mathbf{W} \mathbf{K}^\top + \widetilde{\mathbf{A}}^\top \delta \mathbf{U} \mathbf{V}^\top + \delta \widetilde{\mathbf{X}} (\mathbf{K} \mathbf{K}^\top \odot \mathbf{M}_{-1})^\top\right)",
            adj(Beta), DiagV(At.T @ adj(W) @ K.T + At.T @ adj(U) @ V.T + adj(Xt) @ tril(K @ K.T, "M-1").T), PR)
 
+# the same, grouped for the kernel: diag(A~^T X Y) as diag(A~^T (X Y)) reads the C x C
+# products dW K^T and dU V^T that delta A-tilde forms (each term apart, so that the
+# kernel's product is delta A-tilde's) instead of a C x C x Dk product of its own
+nb.adjoint("delta_rule.dbeta_grouped",
+           r"\delta \boldsymbol{\beta} = \text{diag}\left(\widetilde{\mathbf{A}}^\top (\delta \mathbf{W} \mathbf{K}^\top)\right) + \text{diag}\left(\widetilde{\mathbf{A}}^\top (\delta \mathbf{U} \mathbf{V}^\top)\right) + \text{diag}\left(\delta \widetilde{\mathbf{X}} (\mathbf{K} \mathbf{K}^\top \odot \mathbf{M}_{-1})^\top\right)",
+           adj(Beta), DiagV(At.T @ (adj(W) @ K.T)) + DiagV(At.T @ (adj(U) @ V.T))
+           + DiagV(adj(Xt) @ tril(K @ K.T, "M-1").T), PR)
+
 DERIVATION = D
 
 # the kernel printed from this derivation; its backward claims are picked from the
-# adjoint claims above (derivations/kernel.py)
+# adjoint claims above (derivations/kernel.py), but for delta beta's: of its two, the grouped one
 kernel(D, "chunk_delta_rule", P, outputs="delta_rule.O", state="delta_rule.S",
        args=dict(q="Q", k="K", v="V", beta="Beta"),
+       backward=dict(grads=dict(beta="delta_rule.dbeta_grouped")),
        doc="S_t = S_{t-1}(I - beta_t k_t k_t^T) + beta_t v_t k_t^T,  o_t = S_t q_t")

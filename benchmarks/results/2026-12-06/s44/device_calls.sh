@@ -20,7 +20,28 @@ case "$call" in
     bench 330 h96 --variant gla,gated_delta_rule,kda,dplr_delta_rule --mode both --budget 300 --no-sdpa --shapes 1x8192x96x128
     timeout 60 bash -c '. benchmarks/tcache.sh; tcache_pack "$0"' "$OUT"
     ;;
-2)  # DPLR at (2, 16384, 16, 128); the four at (8, 2048, 16, 64) as the budget allows; cache back
+2)  # Nsight Compute's counters for every Gated DeltaNet kernel of one forward + backward at
+    # (2, 16384, 16, 128) bf16 (benchmarks/gpu_ncu.sh: resources first, then ncu)
+    LIMIT=420 VARIANTS=gated_delta_rule MODES=fwd+bwd SHAPE=2,16384,16,128 bash benchmarks/gpu_ncu.sh > "$OUT/ncu.log" 2>&1
+    cat "$OUT/ncu.log"; tail -5 "$OUT/run.log"
+    ;;
+3)  # the gradient KB kernel at one K block of 128 (no V-wide tile read twice per chunk)
+    # against the shipped 64 (Gated DeltaNet) and 32 (KDA), autotune on, forward + backward
+    for spec in "gated_delta_rule 2,16384,16,128 grad_BK=128" "gated_delta_rule 4,4096,16,128 grad_BK=128" \
+                "kda 2,16384,16,128 grad_BK=64;grad_BK=128"; do
+        set -- $spec
+        timeout 150 python3 benchmarks/profile_kernels.py --variants "$1" --shape "$2" --mode fwd+bwd --iters 5 \
+            --configs ";$3" --out "$OUT/profile_$1_${2//,/x}.md" 2>> "$OUT/profile.log"
+    done
+    ;;
+4)  # after dbeta from dA's products (and Gated DeltaNet's gate gradient so): Gated DeltaNet
+    # per kernel, then against FLA (with KDA and DeltaNet, the other two changed) forward + backward
+    timeout 80 python3 benchmarks/profile_kernels.py --variants gated_delta_rule --shape 2,16384,16,128 \
+        --mode fwd+bwd --iters 5 --out "$OUT/profile_gdn.md" 2> "$OUT/profile.log"
+    bench 270 grouped --variant gated_delta_rule,kda,delta_rule --mode fwd+bwd --budget 240 --no-sdpa \
+        --shapes 2x16384x16x128,4x4096x16x128
+    ;;
+5)  # DPLR at (2, 16384, 16, 128); the four at (8, 2048, 16, 64) as the budget allows; cache back
     bench 480 rest --variant dplr_delta_rule,gla,gated_delta_rule,kda --mode both --budget 450 --no-sdpa \
         --shapes 2x16384x16x128,8x2048x16x64
     timeout 60 bash -c '. benchmarks/tcache.sh; tcache_pack "$0"' "$OUT"
