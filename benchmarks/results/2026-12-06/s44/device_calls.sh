@@ -36,9 +36,9 @@ case "$call" in
     ;;
 4)  # after dbeta from dA's products (and Gated DeltaNet's gate gradient so): Gated DeltaNet
     # per kernel, then against FLA (with KDA and DeltaNet, the other two changed) forward + backward
-    timeout 80 python3 benchmarks/profile_kernels.py --variants gated_delta_rule --shape 2,16384,16,128 \
+    timeout 70 python3 benchmarks/profile_kernels.py --variants gated_delta_rule --shape 2,16384,16,128 \
         --mode fwd+bwd --iters 5 --out "$OUT/profile_gdn.md" 2> "$OUT/profile.log"
-    bench 270 grouped --variant gated_delta_rule,kda,delta_rule --mode fwd+bwd --budget 240 --no-sdpa \
+    bench 200 grouped --variant gated_delta_rule,kda,delta_rule --mode fwd+bwd --budget 180 --no-sdpa \
         --shapes 2x16384x16x128,4x4096x16x128
     ;;
 5)  # DPLR at (2, 16384, 16, 128); the four at (8, 2048, 16, 64) as the budget allows; cache back
