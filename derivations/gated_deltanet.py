@@ -592,9 +592,16 @@ bwd("adjoint", "dalpha", adj(Al), RevCumSum(DLOGGAMMA) / Al,
 ONES_C = Ones("C", "1")
 PAIRS = tril(dO_ @ Vnew.T) * tril(Ql @ Kr.T) + M1(diag(Be) @ adj(Xt)) * M1(Kl @ Kr.T)
 E_STATE = (Vnew @ dS * Scale(gC, Kr)) @ Ones("Dk", "1")     # gamma^C on ->K: exp(g^C - g_i) <= 1
-DLOGGAMMA_PAIRS = (((dO_ @ S_PREV) * Ql + (diag(Be) @ At.T @ adj(Wl)) * Kl) @ Ones("Dk", "1") - E_STATE
-                   + PAIRS @ ONES_C - PAIRS.T @ ONES_C
-                   + PlaceLast(Scale(gC, Inner(S_PREV, dS)) + ONES_C.T @ E_STATE))
+
+
+def paired(rows):
+    """dlog gamma from its per-row terms ``rows`` (the state and W parts), with the
+    intra-chunk pairs and the state term grouped as above."""
+    return (rows - E_STATE + PAIRS @ ONES_C - PAIRS.T @ ONES_C
+            + PlaceLast(Scale(gC, Inner(S_PREV, dS)) + ONES_C.T @ E_STATE))
+
+
+DLOGGAMMA_PAIRS = paired(((dO_ @ S_PREV) * Ql + (diag(Be) @ At.T @ adj(Wl)) * Kl) @ Ones("Dk", "1"))
 bwd("identity", "dlogGamma_pairs", adj(Gamma) * Gamma, DLOGGAMMA_PAIRS,
     "dlog gamma = rowsum(dO S . <-Q + Diag(beta) A~^T d<-W . <-K) - E + P 1 - P^T 1"
     " + [0, ..., gamma^C <S_[t-1], dS> + 1^T E]^T,  P the intra-chunk pairs, E the state term")
@@ -610,9 +617,7 @@ DWK = adj(Wl) @ Kl.T
 bwd("adjoint", "dbeta_grouped", adj(Be),
     DiagV(At.T @ DWK) + DiagV(At.T @ (adj(U) @ V.T)) + DiagV(adj(Xt) @ M1(Kl @ Kr.T).T),
     "dbeta = diag(A~^T (d<-W <-K^T)) + diag(A~^T (dU V^T)) + diag(dX~ (<-K ->K^T odot M_{-1})^T)")
-DLOGGAMMA_GROUPED = (((dO_ @ S_PREV) * Ql) @ Ones("Dk", "1") + diag(Be) @ DiagV(At.T @ DWK) - E_STATE
-                     + PAIRS @ ONES_C - PAIRS.T @ ONES_C
-                     + PlaceLast(Scale(gC, Inner(S_PREV, dS)) + ONES_C.T @ E_STATE))
+DLOGGAMMA_GROUPED = paired(((dO_ @ S_PREV) * Ql) @ Ones("Dk", "1") + diag(Be) @ DiagV(At.T @ DWK))
 bwd("identity", "dlogGamma_grouped", adj(Gamma) * Gamma, DLOGGAMMA_GROUPED,
     "dlog gamma = rowsum(dO S . <-Q) + beta . diag(A~^T (d<-W <-K^T)) - E + P 1 - P^T 1"
     " + [0, ..., gamma^C <S_[t-1], dS> + 1^T E]^T")
