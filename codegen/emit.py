@@ -507,13 +507,14 @@ def _write_over(kp: KernelPlan, st: Stage, later: List[Stage]) -> None:
 def _bytes_per_row(st: Stage, plan: Plan) -> int:
     """Bytes a program of ``st`` reads per chunk row, counting whole C x Dk and C x Dv
     tiles (each D wide; C x 1 gates and last rows are negligible, C x C tiles half):
-    inputs in a 16-bit dtype, boundary tiles in theirs."""
+    inputs in a 16-bit dtype, boundary tiles in theirs (a narrowed one in the inputs')."""
     dmap = dict(plan.defs)
     live = st.live or set()
+    wide = lambda r: stored_fp32(plan, r) and r not in plan.variant.narrowed     # noqa: E731
     n = sum(2 for ld in st.loads if ld.kind in ("k", "kq", "v"))
     for r in st.reads:
         if {f"b_{r}", f"b_{r}_log"} & live:
-            n += {"k": 2, "v": 2, "c": 1, "head": 0}[layout(dmap[r].shape())] * (2 if stored_fp32(plan, r) else 1)
+            n += {"k": 2, "v": 2, "c": 1, "head": 0}[layout(dmap[r].shape())] * (2 if wide(r) else 1)
     return n
 
 

@@ -433,3 +433,16 @@ def test_backward_reads_only_what_it_wrote(name, monkeypatch):
     m = module(name)
     monkeypatch.setattr(m, "torch", _PoisonedTorch(torch))
     _check_grads(name, (1, 70, 1, 100, 200), 31, True, True)
+
+
+def test_a_narrowed_boundary_tile_counts_at_the_inputs_width():
+    # the choice between reading a hoisted tile and forming it weighs each read tile at
+    # its stored width: the C x C inverse in fp32 counts twice what it counts narrowed
+    import dataclasses
+    p, bwd = planned("gated_delta_rule")
+    st = emit.backward_stages(p, bwd).grad_c
+    assert "At" in st.reads
+
+    def per_row(narrowed):
+        return emit._bytes_per_row(st, dataclasses.replace(p, variant=dataclasses.replace(p.variant, narrowed=narrowed)))
+    assert per_row(()) - per_row(("At",)) == 1
