@@ -11,7 +11,9 @@
 # tcache_pack DIR [CACHE_PARENT]: the cache back as DIR/tcache.part* (xz, 15 MB pieces,
 # within the device tool's file limits; copy them into .tcache/ for the next call) and
 # FLA's autotune results as DIR/autotune.tar (untar it into benchmarks/autotune_cache/
-# and commit it).
+# and commit it).  At most 8 files come back from a call, and the pieces are the first
+# left out (session 44): a call that must bring autotune.tar back keeps its other files
+# few, or removes the pieces.
 TCACHE_DIR="${TCACHE_DIR:-/tmp/tcache}"
 
 tcache_restore() {

@@ -41,10 +41,24 @@ case "$call" in
     bench 200 grouped --variant gated_delta_rule,kda,delta_rule --mode fwd+bwd --budget 180 --no-sdpa \
         --shapes 2x16384x16x128,4x4096x16x128
     ;;
-5)  # DPLR at (2, 16384, 16, 128); the four at (8, 2048, 16, 64) as the budget allows; cache back
+# Written for the next session (not run in this one).  At most 8 files come back from a
+# call: these write 2 bench files, gpu.txt, setup.log, tcache.log and FLA's autotune.tar
+5)  # DPLR at (2, 16384, 16, 128); the four at (8, 2048, 16, 64) as the budget allows
     bench 480 rest --variant dplr_delta_rule,gla,gated_delta_rule,kda --mode both --budget 450 --no-sdpa \
         --shapes 2x16384x16x128,8x2048x16x64
-    timeout 60 bash -c '. benchmarks/tcache.sh; tcache_pack "$0"' "$OUT"
+    timeout 60 bash -c '. benchmarks/tcache.sh; tcache_pack "$0" && rm -f "$0"/tcache.part*' "$OUT"
+    ;;
+6)  # Gated DeltaNet, KDA and DPLR at (1, 8192, 96, 128); the regrouped dbeta at (4, 4096, 16, 128)
+    bench 300 h96 --variant gated_delta_rule,kda,dplr_delta_rule --mode both --budget 280 --no-sdpa \
+        --shapes 1x8192x96x128
+    bench 200 grouped4k --variant gated_delta_rule,kda,delta_rule --mode fwd+bwd --budget 180 --no-sdpa \
+        --shapes 4x4096x16x128
+    timeout 60 bash -c '. benchmarks/tcache.sh; tcache_pack "$0" && rm -f "$0"/tcache.part*' "$OUT"
+    ;;
+7)  # DeltaNet, simple GLA, RetNet and RWKV-6 at (2, 16384, 16, 128) (FLA's first compiles: minutes each)
+    bench 540 rest4 --variant delta_rule,simple_gla,retention,rwkv6 --mode both --budget 500 --no-sdpa \
+        --shapes 2x16384x16x128
+    timeout 50 bash -c '. benchmarks/tcache.sh; tcache_pack "$0" && rm -f "$0"/tcache.part*' "$OUT"
     ;;
 esac
 grep -h "^###\|_kernel" "$OUT"/profile_*.md 2>/dev/null | head -60
