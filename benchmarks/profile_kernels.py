@@ -9,13 +9,19 @@ A config is a comma-separated list of TILING overrides (JSON values, else the ba
 word); configs are separated by ';'; the empty config is the module's own TILING (the
 default: one row).  Each (variant, config) gets its total time (do_bench median) and, per
 kernel, the launches per call and the mean device time per call.  Inputs:
-chunkproof.bench.inputs at the same shape (the forward alone: no initial state)."""
+chunkproof.bench.inputs at the same shape (the forward alone: no initial state).
+
+--narrow "hr0,vr1;vr4" adds a row per entry: the variant printed with those passed tiles
+in the inputs' dtype besides the ones its precision record narrows (chunkproof.bench.printed,
+into a temporary package), with the worst error against the fp64 recurrence on the first
+256 steps (as `chunkproof bench` gates) beside the module's own, to weigh what narrowing
+them gives against what it costs."""
 import sys
 import time
 
 import torch
 
-from chunkproof.bench import args as A, calls, fla, inputs, tiling, timing
+from chunkproof.bench import args as A, calls, fla, gate, inputs, printed, tiling, timing
 
 PROG = "profile_kernels.py"
 
@@ -56,6 +62,8 @@ def parse(argv):
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--mode", choices=["fwd", "fwd+bwd"], default="fwd")
     p.add_argument("--budget", type=float, default=1e9, help="stop starting new configs after this many seconds")
+    p.add_argument("--narrow", default="", help="';'-separated lists of passed tiles to print narrowed besides the "
+                                                "record's (a row each, with its errors; the defaults' too)")
     a = p.parse_args(argv)
     a.variants = A.variants(a.variants)
     a.fla = A.variants(a.fla) if a.fla.strip() else []
@@ -66,9 +74,35 @@ def parse(argv):
         for _, cfg in a.configs:
             with tiling.applied(calls.ours(v)[0], cfg):
                 pass
+    a.narrow = [tuple(t.strip() for t in e.split(",") if t.strip()) for e in a.narrow.split(";") if e.strip()]
+    for v in a.variants:     # an unknown tile is refused before anything runs
+        known = printed.passed_tiles(v) if a.narrow else []
+        for tiles in a.narrow:
+            bad = [t for t in tiles if t not in known]
+            if bad:
+                raise ValueError(f"--narrow: {v} has no passed tile {', '.join(bad)} (it has {', '.join(known)})")
     if not torch.cuda.is_available():
         raise ValueError("needs a CUDA GPU")
     return a
+
+
+GATE_T = 256
+
+
+def worst_error(variant, fn, mode, x, h0, do, dht, scale):
+    """'tensor rel. RMS' of the worst tensor against the fp64 recurrence on the first
+    GATE_T steps, as chunkproof bench's gate measures it."""
+    t = min(GATE_T, next(iter(x.values())).shape[1])
+    xp, dop = inputs.first_steps(x, t), do[:, :t].contiguous()
+    ref = gate.Reference(variant, xp, h0, dop, dht, scale)
+    if mode == "fwd":
+        o, ht = calls.forward(fn, xp, h0, scale)
+        verdict = gate.judge(ref, {"o": o, "final_state": ht}, None, gate.base_tolerance(do.dtype))
+    else:
+        o, ht, grads = calls.fwd_bwd_state(fn, xp, h0, dop, dht, scale)
+        verdict = gate.judge(ref, {"o": o, "final_state": ht}, grads, gate.base_tolerance(do.dtype))
+    name = max(verdict.errors, key=verdict.errors.get)
+    return f"{name} {verdict.errors[name]:.2e}"
 
 
 def main(argv=None):
@@ -109,6 +143,23 @@ def main(argv=None):
                 print(f"[{variant}] {label} {ms:.4f} ms ({time.time() - t:.1f} s)", file=sys.stderr)
                 parts.append(section(label, ms, rows) + autotune_picks(mod))
             except Exception as e:  # noqa: BLE001  (one bad config must not hide the rest)
+                parts.append(f"### {label}: failed: {type(e).__name__}: {str(e)[:300]}\n")
+            write()
+        for tiles in a.narrow:
+            label = f"ours [narrowed besides the record's: {', '.join(tiles)}]"
+            if time.time() - t0 > a.budget:
+                parts.append(f"(budget reached; {variant} {label} not run)\n")
+                break
+            try:
+                nmod, nfn = printed.narrowed(variant, tiles)
+                call = run(nfn)
+                rows = timing.kernel_times(call, a.iters)
+                ms = timing.median_ms(call, True, 1, 50, 200)
+                errs = (f"worst error against fp64 (first {GATE_T} steps): {worst_error(variant, nfn, a.mode, x, h0, do, dht, scale)}; "
+                        f"the record's: {worst_error(variant, fn, a.mode, x, h0, do, dht, scale)}\n")
+                print(f"[{variant}] {label} {ms:.4f} ms", file=sys.stderr)
+                parts.append(section(label, ms, rows) + errs + autotune_picks(nmod))
+            except Exception as e:  # noqa: BLE001  (one bad row must not hide the rest)
                 parts.append(f"### {label}: failed: {type(e).__name__}: {str(e)[:300]}\n")
             write()
         if variant in a.fla:

@@ -123,6 +123,7 @@ BAD_INPUT = [
     ("vs_fla.py", ["--table", "/nonexistent/dir"], "is not a directory"),
     ("profile_kernels.py", ["--variants", "gla", "--configs", "nope=1"], "'nope'"),
     ("profile_kernels.py", ["--shape", "4x4096"], "is not B,T,H,D"),
+    ("profile_kernels.py", ["--variants", "gated_delta_rule", "--narrow", "hr0;nope"], "no passed tile nope"),
     ("cpu_grad_accuracy.py", ["--variant", "gla", "--set", "nope=1"], "'nope'"),
     ("compile_check.py", ["--variants", "gla", "--set", "nope=1"], "'nope'"),
     ("cpu_grad_accuracy.py", ["--variant", "gla", "--shape", "1,20,1,16"], "is not B,T,H,K,V"),

@@ -60,6 +60,13 @@ case "$call" in
         --shapes 2x16384x16x128
     timeout 50 bash -c '. benchmarks/tcache.sh; tcache_pack "$0" && rm -f "$0"/tcache.part*' "$OUT"
     ;;
+8)  # Gated DeltaNet's leads, per kernel at (2, 16384, 16, 128) forward + backward: the parallel
+    # kernels at V blocks of 128 (BV: the output and dO-side kernels read Q and K once per
+    # chunk, not per V block), and its fp32 passed tiles narrowed (bytes against errors)
+    timeout 540 python3 benchmarks/profile_kernels.py --variants gated_delta_rule --shape 2,16384,16,128 \
+        --mode fwd+bwd --iters 5 --configs ";BV=128" --narrow "hr0;vr1;vr4;hr0,vr1,vr4" \
+        --out "$OUT/profile_gdn_leads.md" 2> "$OUT/profile.log"
+    ;;
 esac
 grep -h "^###\|_kernel" "$OUT"/profile_*.md 2>/dev/null | head -60
 tail -3 "$OUT/profile.log" 2>/dev/null
