@@ -509,26 +509,28 @@ class Launches:
         return self.stored_type(dtype, readers)
 
 
-# (function, dtype, device, K, V, the gradient V block asked for, the tiling in force) ->
-# the widest V block whose gradient kernels fit the GPU, where a launch at a wider one did
-# not.  The tiling is in the key: what fits depends on its product types, warps and
-# stages, so a block narrowed under one tiling is not imposed on another
-_FITTED_GRAD_BV = {}
+# (which kernels' V block: "grad" the gradient kernels', "scan" the sequential ones';
+# function, dtype, device, K, V, the V block asked for, the tiling in force) -> the widest
+# V block of those kernels that fitted the GPU, where a launch at a wider one did not.
+# The tiling is in the key: what fits depends on its product types, warps and stages, so
+# a block narrowed under one tiling is not imposed on another.  Autotune drops a
+# configuration that does not fit; a stated one is narrowed here (docs/kernels.md).
+_FITTED_BV = {}
 MIN_GRAD_BV = 16
 
 
-def fitted_grad_bv(func, dtype, device, K, V, asked, tiling=None):
-    """The gradient kernels' V block: ``asked`` (TILING grad_BV, at most V), or, after a
-    launch at it under ``tiling`` needed more shared memory than this GPU has, the
-    narrower one that fitted (narrow_grad_bv).  Returns (V block, the key narrow_grad_bv
-    records it under)."""
-    key = (func, dtype, str(torch.device(device)), K, V, asked, tiling)
-    return _FITTED_GRAD_BV.get(key, asked), key
+def fitted_bv(blocks, func, dtype, device, K, V, asked, tiling=None):
+    """(V block, key) of the gradient kernels (``blocks`` "grad": TILING grad_BV, at most
+    V) or of the sequential ones ("scan": scan_block's): ``asked``, or, after a launch at
+    it under ``tiling`` needed more shared memory than this GPU has, the narrower one that
+    fitted (narrow_grad_bv, narrow_scan_bv record it under the key)."""
+    key = (blocks, func, dtype, str(torch.device(device)), K, V, asked, tiling)
+    return _FITTED_BV.get(key, asked), key
 
 
 def cached_specs(launch_specs):
     """A module's launch_specs, computed once per distinct call: it is a function of its
-    arguments, the module's TILING in force, the gradient V blocks fitted so far and
+    arguments, the module's TILING in force, the V blocks fitted so far and
     whether ``device`` is a Hopper GPU (block_sizes), and building it (the tiling's
     checks, a Launch per kernel) took most of the host's time of a call."""
     cache = {}
@@ -537,28 +539,11 @@ def cached_specs(launch_specs):
     def specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False):
         til = launch_specs.__globals__["TILING"] if tiling is None else tiling
         dev = torch.device(device)
-        key = (dtype, str(dev), K, V, chunk_size, til, varlen, frozenset(_FITTED_GRAD_BV.items()),
-               frozenset(_FITTED_SCAN_BV.items()), _on_hopper(dev))
+        key = (dtype, str(dev), K, V, chunk_size, til, varlen, frozenset(_FITTED_BV.items()), _on_hopper(dev))
         if key not in cache:
             cache[key] = launch_specs(dtype, device, K, V, chunk_size, til, varlen)
         return cache[key]
     return specs
-
-
-# (function, dtype, device, K, V, the scans' V block asked for, the tiling in force) ->
-# the widest V block of the sequential kernels that fitted the GPU, where a launch at a
-# wider one did not (on an H100 with Triton 3.6, KDA's reverse scan and DPLR's state
-# scan at K = 256 and V blocks of 64 need 280 and 248 KB of shared memory; autotune
-# drops such a configuration, a stated one is narrowed here)
-_FITTED_SCAN_BV = {}
-
-
-def fitted_scan_bv(func, dtype, device, K, V, asked, tiling=None):
-    """(V block, key) of the sequential kernels: ``asked`` (scan_block's), or, after a
-    launch at it under ``tiling`` needed more than this GPU has, the narrower one that
-    fitted (narrow_scan_bv)."""
-    key = (func, dtype, str(torch.device(device)), K, V, asked, tiling)
-    return _FITTED_SCAN_BV.get(key, asked), key
 
 
 def narrow_scan_bv(spec, kernel):
@@ -568,7 +553,7 @@ def narrow_scan_bv(spec, kernel):
     bv = launch.constexprs["BV"]
     if spec.scan_fits is None or bv // 2 < _least_block(launch.constexprs["BT"], launch.hopper, sequential=True):
         return False
-    _FITTED_SCAN_BV[spec.scan_fits] = bv // 2
+    _FITTED_BV[spec.scan_fits] = bv // 2
     return True
 
 
@@ -577,7 +562,7 @@ def narrow_grad_bv(spec):
     is at MIN_GRAD_BV already or the module has no gradient kernels."""
     if spec.fits is None or spec.BVG is None or spec.BVG <= MIN_GRAD_BV:
         return False
-    _FITTED_GRAD_BV[spec.fits] = spec.BVG // 2
+    _FITTED_BV[spec.fits] = spec.BVG // 2
     return True
 
 
@@ -1084,9 +1069,9 @@ def explains_resources(func, stage, specs):
 
     Before that, the call runs again on a tiling that needs less, kept for these inputs
     (``specs``: q, v -> the call's Launches): where a state or reverse scan ran out, the
-    sequential kernels' V block is halved, down to their least (fitted_scan_bv); where
+    sequential kernels' V block is halved, down to their least (fitted_bv); where
     any other kernel of the backward did, the gradient V block, down to MIN_GRAD_BV
-    (fitted_grad_bv).  TILING asks for what is fastest where it fits
+    (fitted_bv).  TILING asks for what is fastest where it fits
     (docs/measurements.md), and whether it fits depends on the variant, the dtype, the
     GPU and the Triton version.  Every stage
     writes only its own outputs, so running it again computes the same values (a backward

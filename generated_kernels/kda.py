@@ -15,8 +15,7 @@ import triton.language as tl
 from ._runtime import (  # noqa: F401
     Launch, Launches, Tiling, _fail, _inv_unit_lower, _masked_gated_dot, _masked_mix, _on_hopper, autotuning,
     bind_params, block_sizes, cached_specs, check_args, check_grads, check_keywords, check_looped_k_block,
-    effective_tiling, explains_resources, fitted_grad_bv, fitted_scan_bv, flip_time, gpu_sms, input_options,
-            kernel_types,
+    effective_tiling, explains_resources, fitted_bv, flip_time, gpu_sms, input_options, kernel_types,
     needs_grad, programs_key, refuse_grad, scan_block, sequence_offsets, sequence_tables, state_layout_in,
     state_layout_out, state_pieces, unused_rows)
 
@@ -1087,7 +1086,8 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     BT, BK, BV_full, BV = block_sizes(K, V, chunk_size or til.BT, til.BV, hopper)
     dims = dict(K=K, V=V, BT=BT, BK=BK, BV=BV, VARLEN=varlen)
     KP, KB = state_pieces(BK, til.scan_BK)
-    SBV, scan_fits = fitted_scan_bv("chunk_kda", dtype, device, K, V, scan_block(BV_full, BT, til.scan_BV, hopper), til)
+    SBV, scan_fits = fitted_bv("scan", "chunk_kda", dtype, device, K, V, scan_block(BV_full, BT, til.scan_BV, hopper),
+            til)
     sdims = dict(dims, BV=SBV, KP=KP, KB=KB)
     ptypes, stypes, otypes = (kernel_types(dtype, device, d) for d in (til.prep_dots, til.scan_dots, til.out_dots))
     scan, out = (til.scan_warps, til.scan_stages), (til.out_warps, til.out_stages)
@@ -1101,7 +1101,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         Launch("_state_kernel", dict(sdims, **stypes), *scan, ("BV",), tune, hopper=hopper, sequential=True),
         Launch("_out_kernel", dict(dims, **otypes), *out, ("BV",), tune, False, hopper=hopper),
     ]
-    BVG, fits = fitted_grad_bv("chunk_kda", dtype, device, K, V, min(til.grad_BV, BV_full), til)
+    BVG, fits = fitted_bv("grad", "chunk_kda", dtype, device, K, V, min(til.grad_BV, BV_full), til)
     NV = triton.cdiv(V, BVG)
     BKB = min(til.grad_BK, BK)
     rtypes = kernel_types(dtype, device, til.reverse_dots)

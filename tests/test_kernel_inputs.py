@@ -153,7 +153,7 @@ def test_gradient_block_narrows_until_it_fits(monkeypatch, name):
     # block for these inputs, and compute what the narrower tiling computes
     from chunkproof.kernels import _runtime
     m = module(name)
-    monkeypatch.setattr(_runtime, "_FITTED_GRAD_BV", {})
+    monkeypatch.setattr(_runtime, "_FITTED_BV", {})
     fake = _FitsUpTo(m._dgradv_kernel, 16)
     monkeypatch.setattr(m, "_dgradv_kernel", fake)
     args, _, _ = make_inputs(name, 1, 20, 1, 16, 64, seed=3)
@@ -173,7 +173,7 @@ def test_gradient_block_narrows_until_it_fits(monkeypatch, name):
 def test_gradient_block_at_its_narrowest_is_reported(monkeypatch):
     from chunkproof.kernels import _runtime
     m = module("gla")
-    monkeypatch.setattr(_runtime, "_FITTED_GRAD_BV", {})
+    monkeypatch.setattr(_runtime, "_FITTED_BV", {})
     monkeypatch.setattr(m, "_dgradv_kernel", _FitsUpTo(m._dgradv_kernel, 8))
     (q, k, v, g), _, _ = make_inputs("gla", 1, 8, 1, 16, 32, seed=0)
     q.requires_grad_()
@@ -190,7 +190,7 @@ def test_a_scan_narrows_its_v_block_until_it_fits(monkeypatch, name, kernel):
     # these inputs, and the call computes what that tiling computes
     from chunkproof.kernels import _runtime
     m = module(name)
-    monkeypatch.setattr(_runtime, "_FITTED_SCAN_BV", {})
+    monkeypatch.setattr(_runtime, "_FITTED_BV", {})
     fake = _FitsUpTo(getattr(m, kernel), 16, "BV", 286720)
     monkeypatch.setattr(m, kernel, fake)
     args, _, _ = make_inputs(name, 1, 20, 1, 16, 64, seed=3)
@@ -212,7 +212,7 @@ def test_a_scan_narrows_its_v_block_until_it_fits(monkeypatch, name, kernel):
 def test_a_scan_at_its_narrowest_is_reported_by_name(monkeypatch):
     from chunkproof.kernels import _runtime
     m = module("gated_delta_rule")
-    monkeypatch.setattr(_runtime, "_FITTED_SCAN_BV", {})
+    monkeypatch.setattr(_runtime, "_FITTED_BV", {})
     monkeypatch.setattr(m, "_state_kernel", _FitsUpTo(m._state_kernel, 8, "BV", 286720))
     args, _, _ = make_inputs("gated_delta_rule", 1, 8, 1, 16, 32, seed=0)
     with pytest.raises(RuntimeError, match=r"chunk_gated_delta_rule \(forward, float32, K=16, V=32\): "
