@@ -556,3 +556,18 @@ def test_profile_kernels_says_what_autotune_picked(bench_path):
         assert profile_kernels.autotune_picks(other) == ""
     finally:
         del rt._AUTOTUNED[(mod._state_kernel, configs, ())]
+
+
+def test_profile_kernels_names_the_worst_error_as_the_gate_measures_it(bench_path):
+    # --narrow's rows carry the worst tensor's error against the fp64 recurrence on the
+    # first steps; a module printed with δU's intra part (hr0) in bf16 is measured the same way
+    import torch
+
+    import profile_kernels
+    from chunkproof.bench import calls, inputs, printed
+    x = inputs.bench_inputs("delta_rule", 1, 40, 1, 16, torch.bfloat16, torch.float32, "cpu", seed=0)
+    h0, do, dht = inputs.cotangents(1, 40, 1, 16, 16, torch.bfloat16, "cpu")
+    for fn in (calls.ours("delta_rule")[1], printed.narrowed("delta_rule", ["hr0"])[1]):
+        for mode, names in (("fwd", ("o", "final_state")), ("fwd+bwd", None)):
+            name, value = profile_kernels.worst_error("delta_rule", fn, mode, x, h0, do, dht, 0.25).split()
+            assert (names is None or name in names) and 0 < float(value) < 5e-2, (mode, name, value)
