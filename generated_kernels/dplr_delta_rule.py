@@ -1461,7 +1461,6 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     # read by the V kernel last: dropped before the K side's buffers are allocated (peak memory)
     del C, W, ch0, dh, h, r_dV2
 
-    
     # narrowed (Variant.narrowed): in the inputs' dtype
     r_dF = torch.empty(B * NT * H, BT * BT, dtype=q.dtype, device=q.device)
 

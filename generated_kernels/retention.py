@@ -791,7 +791,6 @@ def _backward(q, k, v, do, dht, scale, initial_state=None, chunk_size=None, kept
                                                        **spec["_dstate_kernel"].kwargs)
 
     NV, NCH, BKF = spec.NV, B * NT * H, BK
-    
     d_v = empty_like(v)
 
     spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, do, Gamma, h, dh, d_v, scale, T, NCH,
