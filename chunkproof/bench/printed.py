@@ -3,15 +3,14 @@ precision record narrows, to time and measure what narrowing them would give on 
 (benchmarks/profile_kernels.py --narrow).  The generator prints it from the same claims
 into a temporary package beside a copy of the runtime; generated_kernels/ is not touched."""
 import atexit
-import importlib
 import os
 import shutil
-import sys
 import tempfile
 
 from chunkproof.codegen import gen, precision
 from chunkproof.codegen.plan import load_variant
 from chunkproof.codegen.variants import BY_NAME
+from chunkproof.fuzz.precision_measure import import_printed
 
 _ROOT = []
 
@@ -29,15 +28,20 @@ def passed_tiles(variant):
     return gen.candidate_lines(v, load_variant(v, check=False))[2]
 
 
-def narrowed(variant, tiles):
-    """(module, its public function): ``variant`` printed with its recorded choice and
-    ``tiles`` (passed tile names) narrowed besides.  A name that is no passed tile of the
-    variant is a ValueError naming the ones there are."""
-    v = BY_NAME[variant]
+def check_tiles(variant, tiles):
+    """A ValueError naming each of ``tiles`` that is no passed tile of ``variant``, and
+    the ones there are."""
     known = passed_tiles(variant)
     bad = [t for t in tiles if t not in known]
     if bad:
         raise ValueError(f"{variant} has no passed tile {', '.join(bad)} (its passed tiles: {', '.join(known)})")
+
+
+def narrowed(variant, tiles):
+    """(module, its public function): ``variant`` printed with its recorded choice and
+    ``tiles`` (passed tile names) narrowed besides (check_tiles first)."""
+    v = BY_NAME[variant]
+    check_tiles(variant, tiles)
     rec = precision.read_record(gen.OUT_DIR, variant)
     if rec is None:
         raise ValueError(f"no precision record of {variant} (run chunkproof gen)")
@@ -45,18 +49,8 @@ def narrowed(variant, tiles):
     for t in tiles:
         choice = choice.with_narrow(t)
     src = gen.render_variant(precision.apply(v, choice))
+    with open(os.path.join(gen.OUT_DIR, "_runtime.py"), encoding="utf-8") as f:
+        runtime = f.read()
     pkg = f"printed_{variant}_{'_'.join(sorted(tiles)) or 'recorded'}"
-    root = _package_root()
-    d = os.path.join(root, pkg)
-    if not os.path.isdir(d):
-        os.makedirs(d)
-        shutil.copy(os.path.join(gen.OUT_DIR, "_runtime.py"), d)
-        for name, text in (("__init__.py", ""), (f"{variant}.py", src)):
-            with open(os.path.join(d, name), "w", encoding="utf-8") as f:
-                f.write(text)
-    sys.path.insert(0, root)
-    try:
-        mod = importlib.import_module(f"{pkg}.{variant}")
-    finally:
-        sys.path.remove(root)
+    mod = import_printed(_package_root(), pkg, runtime, variant, src)
     return mod, getattr(mod, v.func)

@@ -34,16 +34,7 @@ class Measure:
         # the root's own name in it: another Measure's module of the same number is a
         # different kernel (sys.modules would hand that one back)
         pkg = f"{os.path.basename(self.root)}_{self.v.name}_{self.n}"
-        d = os.path.join(self.root, pkg)
-        os.makedirs(d)
-        for fname, text in (("__init__.py", ""), ("_runtime.py", self.runtime), (f"{self.v.name}.py", src)):
-            with open(os.path.join(d, fname), "w", encoding="utf-8") as f:
-                f.write(text)
-        sys.path.insert(0, self.root)
-        try:
-            return importlib.import_module(f"{pkg}.{self.v.name}")
-        finally:
-            sys.path.remove(self.root)
+        return import_printed(self.root, pkg, self.runtime, self.v.name, src)
 
     def _case(self, shape):
         from chunkproof.fuzz.chunked import Chunked, case, errors, reference
@@ -84,6 +75,23 @@ class Measure:
                 key = f"{','.join(map(str, shape))} {t}"
                 out[key] = e / eb[t] if e == e and eb[t] > 0 else float("inf")
         return out
+
+
+def import_printed(root, pkg, runtime, name, src):
+    """Module ``name`` of source ``src``, imported from package ``pkg`` (made under
+    ``root`` beside a runtime of source ``runtime``, where it is not there yet): a printed
+    kernel module outside generated_kernels/."""
+    d = os.path.join(root, pkg)
+    if not os.path.isdir(d):
+        os.makedirs(d)
+        for fname, text in (("__init__.py", ""), ("_runtime.py", runtime), (f"{name}.py", src)):
+            with open(os.path.join(d, fname), "w", encoding="utf-8") as f:
+                f.write(text)
+    sys.path.insert(0, root)
+    try:
+        return importlib.import_module(f"{pkg}.{name}")
+    finally:
+        sys.path.remove(root)
 
 
 @contextlib.contextmanager
