@@ -13,9 +13,9 @@ chunkproof.bench.inputs at the same shape (the forward alone: no initial state).
 
 --narrow "hr0,vr1;vr4" adds a row per entry: the variant printed with those passed tiles
 in the inputs' dtype besides the ones its precision record narrows (chunkproof.bench.printed,
-into a temporary package), with the worst error against the fp64 recurrence on the first
-256 steps (as `chunkproof bench` gates) beside the module's own, to weigh what narrowing
-them gives against what it costs."""
+into a temporary package), with every tensor's error against the fp64 recurrence on the
+first 256 steps (as `chunkproof bench` gates), beside the module's own (and
+FLA's, with --fla), to weigh what narrowing them gives against what it costs."""
 import sys
 import time
 
@@ -89,9 +89,9 @@ def parse(argv):
 GATE_T = 256
 
 
-def worst_error(variant, fn, mode, x, h0, do, dht, scale):
-    """'tensor rel. RMS' of the worst tensor against the fp64 recurrence on the first
-    GATE_T steps, as chunkproof bench's gate measures it."""
+def errors(variant, fn, mode, x, h0, do, dht, scale):
+    """Each output's and gradient's relative RMS error against the fp64 recurrence on the
+    first GATE_T steps, as chunkproof bench's gate measures them."""
     t = min(GATE_T, next(iter(x.values())).shape[1])
     xp, dop = inputs.first_steps(x, t), do[:, :t].contiguous()
     ref = gate.Reference(variant, xp, h0, dop, dht, scale)
@@ -99,9 +99,19 @@ def worst_error(variant, fn, mode, x, h0, do, dht, scale):
         (o, ht), grads = calls.forward(fn, xp, h0, scale), None
     else:
         o, ht, grads = calls.fwd_bwd_state(fn, xp, h0, dop, dht, scale)
-    verdict = gate.judge(ref, {"o": o, "final_state": ht}, grads, gate.base_tolerance(do.dtype))
-    name = max(verdict.errors, key=verdict.errors.get)
-    return f"{name} {verdict.errors[name]:.2e}"
+    return gate.judge(ref, {"o": o, "final_state": ht}, grads, gate.base_tolerance(do.dtype)).errors
+
+
+def worst_error(variant, fn, mode, x, h0, do, dht, scale):
+    """'tensor rel. RMS' of errors()' worst tensor."""
+    errs = errors(variant, fn, mode, x, h0, do, dht, scale)
+    name = max(errs, key=errs.get)
+    return f"{name} {errs[name]:.2e}"
+
+
+def error_line(who, errs):
+    """One markdown line of every tensor's error, worst first."""
+    return f"- {who}: " + ", ".join(f"{k} {v:.2e}" for k, v in sorted(errs.items(), key=lambda kv: -kv[1])) + "\n"
 
 
 def main(argv=None):
@@ -156,9 +166,10 @@ def main(argv=None):
                 rows = timing.kernel_times(call, a.iters)
                 ms = timing.median_ms(call, True, 1, 50, 200)
                 if not recorded_err:
-                    recorded_err.append(worst_error(variant, fn, a.mode, x, h0, do, dht, scale))
-                errs = (f"worst error against fp64 (first {GATE_T} steps): "
-                        f"{worst_error(variant, nfn, a.mode, x, h0, do, dht, scale)}; the record's: {recorded_err[0]}\n")
+                    recorded_err.append(errors(variant, fn, a.mode, x, h0, do, dht, scale))
+                mine = errors(variant, nfn, a.mode, x, h0, do, dht, scale)
+                errs = (f"errors against fp64 (relative RMS, first {GATE_T} steps):\n\n"
+                        + error_line("narrowed", mine) + error_line("the record's", recorded_err[0]))
                 print(f"[{variant}] {label} {ms:.4f} ms", file=sys.stderr)
                 parts.append(section(label, ms, rows) + errs + autotune_picks(nmod))
             except Exception as e:  # noqa: BLE001  (one bad row must not hide the rest)
@@ -172,7 +183,9 @@ def main(argv=None):
                 ms = timing.median_ms(call, True, 1, 50, 200)
                 parts.append(section(f"FLA {fla.version()} ({fla.ENTRY[variant][0]}; backend "
                                      f"{fla.backend(variant, tuple(x.values()))}"
-                                     f"{'; forced past #640' if a.fla_force else ''})", ms, rows))
+                                     f"{'; forced past #640' if a.fla_force else ''})", ms, rows)
+                             + f"errors against fp64 (relative RMS, first {GATE_T} steps):\n\n"
+                             + error_line("FLA", errors(variant, f, a.mode, x, h0, do, dht, scale)))
             except Exception as e:  # noqa: BLE001
                 parts.append(f"### FLA: failed: {type(e).__name__}: {str(e)[:300]}\n")
             write()

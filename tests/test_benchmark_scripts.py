@@ -571,3 +571,7 @@ def test_profile_kernels_names_the_worst_error_as_the_gate_measures_it(bench_pat
         for mode, names in (("fwd", ("o", "final_state")), ("fwd+bwd", None)):
             name, value = profile_kernels.worst_error("delta_rule", fn, mode, x, h0, do, dht, 0.25).split()
             assert (names is None or name in names) and 0 < float(value) < 5e-2, (mode, name, value)
+            errs = profile_kernels.errors("delta_rule", fn, mode, x, h0, do, dht, 0.25)
+            assert errs[name] == max(errs.values()) and (mode == "fwd") == ("dq" not in errs), errs
+            line = profile_kernels.error_line("ours", errs)
+            assert line.startswith(f"- ours: {name} ") and line.count(",") == len(errs) - 1, line
