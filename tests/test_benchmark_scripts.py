@@ -138,6 +138,9 @@ BAD_INPUT = [
     ("same_outputs.py", ["--variant", "nope", "--before", "README.md"], "unknown variant 'nope'"),
     ("cpu_forward_accuracy.py", ["--variant", "kda", "--set", "nope=1"], "'nope'"),
     ("cpu_forward_accuracy.py", ["--variant", "kda", "--shape", "1,20,1"], "is not B,T,H,D"),
+    ("host_time.py", ["--variants", "gla,nope"], "unknown variant 'nope'"),
+    ("host_time.py", ["--calls", "0"], "--calls must be at least 1, not 0"),
+    ("host_time.py", ["--busy-cycles", "-1"], "--busy-cycles must be 0 or more, not -1"),
 ]
 
 

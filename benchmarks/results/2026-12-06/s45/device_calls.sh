@@ -17,6 +17,26 @@ case "$call" in
         --mode fwd+bwd --iters 5 --narrow "hr0,vr1,vr4" --fla gated_delta_rule --fla-force \
         --out "$OUT/profile_gdn_narrow_4k.md" 2>> "$OUT/profile.log"
     ;;
+2)  # the same narrowings at heads of 64 ((8, 2048, 16, 64), every tensor's error beside
+    # FLA's); then chunkproof bench at (8, 2048, 16, 64) for the eight variants, as far as the time goes
+    timeout 150 python3 benchmarks/profile_kernels.py --variants gated_delta_rule --shape 8,2048,16,64 \
+        --mode fwd+bwd --iters 5 --narrow "hr0,vr1,vr4;hr0;vr1;vr4" --fla gated_delta_rule --fla-force \
+        --out "$OUT/profile_gdn_narrow_d64.md" 2> "$OUT/profile.log"
+    timeout 350 chunkproof bench --fla-force --reps 3 -o "$OUT/bench_d64.json" --variant \
+        gated_delta_rule,kda,gla,dplr_delta_rule,delta_rule,simple_gla,retention,rwkv6 --mode fwd+bwd \
+        --budget 320 --no-sdpa --shapes 8x2048x16x64 > "$OUT/bench_d64.txt" 2>&1
+    grep "^|" "$OUT/bench_d64.txt" | tail -n +3
+    timeout 40 bash -c '. benchmarks/tcache.sh; tcache_pack "$0" && rm -f "$0"/tcache.part*' "$OUT"
+    ;;
+3)  # GLA at (8, 2048, 16, 64), forward + backward, per kernel beside FLA's: kernels or host time?
+    timeout 200 python3 benchmarks/profile_kernels.py --variants gla --shape 8,2048,16,64 \
+        --mode fwd+bwd --iters 5 --fla gla --out "$OUT/profile_gla_d64.md" 2> "$OUT/profile.log"
+    ;;
+4)  # the host's time to issue a forward + backward beside the device's, ours and FLA's, at (8, 2048, 16, 64)
+    timeout 150 python3 benchmarks/host_time.py --variants gla,gated_delta_rule --fla gla,gated_delta_rule \
+        --fla-force --shape 8,2048,16,64 --out "$OUT/host_d64.md" 2> "$OUT/host.log"
+    tail -3 "$OUT/host.log"
+    ;;
 esac
 grep -h "^###\|^- narrowed\|^- the record\|^- FLA" "$OUT"/profile_*.md 2>/dev/null | head -60
 tail -3 "$OUT/profile.log" 2>/dev/null
