@@ -5,10 +5,15 @@ beside the GPU's time for a burst of --calls calls issued back to back, and (--b
 the time to issue one with the GPU busy on torch.cuda._sleep first: the same as idle
 when nothing in the call waits for the GPU.  Where the issue time is near the do_bench
 time and nothing waits, the call is host-bound: faster kernels would not show.
+--profile-top N adds, per side, the N functions that took most of the host's own time
+over the --calls calls (cProfile, tottime): where that time goes.
 
     python benchmarks/host_time.py --variants gla,gated_delta_rule --shape 8,2048,16,64 \
         [--mode fwd+bwd] [--fla gla,gated_delta_rule [--fla-force]] [--out $OUT/host.md]
 """
+import cProfile
+import io
+import pstats
 import statistics
 import sys
 import time
@@ -31,6 +36,7 @@ def parse(argv):
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--busy-cycles", type=int, default=20_000_000,
                    help="GPU clock cycles of the torch.cuda._sleep before each busy issue (0: not measured)")
+    p.add_argument("--profile-top", type=int, default=0, help="cProfile's N most expensive functions per side")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     a.variants = A.variants(a.variants)
@@ -39,6 +45,8 @@ def parse(argv):
     a.torch_dtype = A.dtype(a.dtype)
     if a.busy_cycles < 0:
         raise ValueError(f"--busy-cycles must be 0 or more, not {a.busy_cycles}")
+    if a.profile_top < 0:
+        raise ValueError(f"--profile-top must be 0 or more, not {a.profile_top}")
     if a.calls < 1:
         raise ValueError(f"--calls must be at least 1, not {a.calls}")
     if not torch.cuda.is_available():
@@ -74,6 +82,20 @@ def measure(call, n, busy_cycles):
     return timing.median_ms(call, True, 3, 50, 200), idle, busy, burst
 
 
+def profiled(call, n, top):
+    """The ``top`` functions by the host's own time over ``n`` calls (cProfile), as text."""
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        call()
+    prof.disable()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+    return buf.getvalue()
+
+
 def main(argv=None):
     try:
         a = parse(sys.argv[1:] if argv is None else argv)
@@ -85,6 +107,7 @@ def main(argv=None):
              f"shape (B, T, H, D) = ({B}, {T}, {H}, {D}) {a.dtype}; {a.calls} calls", "",
              "| variant | side | do_bench ms | issue ms, GPU idle | issue ms, GPU busy | burst ms per call |",
              "|---|---|---|---|---|---|"]
+    profiles = []
     for variant in a.variants:
         x = inputs.bench_inputs(variant, B, T, H, D, a.torch_dtype, torch.float32, "cuda", seed=0)
         h0, do, dht = inputs.cotangents(B, T, H, D, D, a.torch_dtype, "cuda")
@@ -97,10 +120,13 @@ def main(argv=None):
                                                 a.busy_cycles)
                 lines.append(f"| {variant} | {side} | {ms:.3f} | {idle:.3f} | "
                              f"{'-' if busy is None else f'{busy:.3f}'} | {burst:.3f} |")
+                if a.profile_top:
+                    text = profiled(calls.of_mode(a.mode, fn, x, h0, do, dht, scale), a.calls, a.profile_top)
+                    profiles.append(f"## {variant}, {side}: cProfile over {a.calls} calls\n\n```\n{text}```\n")
             except Exception as e:  # noqa: BLE001  (one failing side must not hide the rest)
                 lines.append(f"| {variant} | {side} | failed: {type(e).__name__}: {str(e)[:200]} | | | |")
             print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n" + "".join("\n" + p for p in profiles)
     if a.out:
         with open(a.out, "w") as f:
             f.write(text)

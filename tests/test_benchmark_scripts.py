@@ -141,7 +141,18 @@ BAD_INPUT = [
     ("host_time.py", ["--variants", "gla,nope"], "unknown variant 'nope'"),
     ("host_time.py", ["--calls", "0"], "--calls must be at least 1, not 0"),
     ("host_time.py", ["--busy-cycles", "-1"], "--busy-cycles must be 0 or more, not -1"),
+    ("host_time.py", ["--profile-top", "-2"], "--profile-top must be 0 or more, not -2"),
 ]
+
+
+def test_host_time_profiles_the_calls_it_is_given(bench_path):
+    # --profile-top: the host's most expensive functions over the calls, by their own time
+    import host_time
+
+    def busy():
+        return sorted(range(20000), key=lambda i: -i)
+    text = host_time.profiled(busy, 3, 4)
+    assert "function calls" in text and "<lambda>" in text and "tottime" in text, text
 
 
 def _error_lines(err):

@@ -37,6 +37,12 @@ case "$call" in
         --fla-force --shape 8,2048,16,64 --out "$OUT/host_d64.md" 2> "$OUT/host.log"
     tail -3 "$OUT/host.log"
     ;;
+# Written for the next session (not run in this one)
+5)  # where the host's 2 ms per forward + backward go at (8, 2048, 16, 64): cProfile of ours and FLA's
+    timeout 200 python3 benchmarks/host_time.py --variants gla,gated_delta_rule --fla gla,gated_delta_rule \
+        --fla-force --shape 8,2048,16,64 --profile-top 30 --out "$OUT/host_profile_d64.md" 2> "$OUT/host.log"
+    tail -3 "$OUT/host.log"
+    ;;
 esac
 grep -h "^###\|^- narrowed\|^- the record\|^- FLA" "$OUT"/profile_*.md 2>/dev/null | head -60
 tail -3 "$OUT/profile.log" 2>/dev/null
