@@ -72,6 +72,9 @@ MIXES = {
     "m16": ("tf32", "tf32", "tf32", "kfirst", "base32"),
     "m17": ("bf16", "bf16", "bf16", "kfirst", "base32"),
     "m18": ("pull", "tf32", "bf16", "kfirst", "base32"),
+    # the module as `chunkproof gen` prints it now (its state in K pieces, its recorded
+    # types: the copies above are edits of its whole-state form), the row to compare with
+    "shipped": ("as", "recorded", "types"),
 }
 
 # the hand-written bodies' common parts: the program's indices, and the loop's head
@@ -280,6 +283,9 @@ def package(mixes):
     shutil.copy(os.path.join(SRC, "_runtime.py"), pkg)
     text = whole_state_source()
     for m in mixes:
+        if m == "shipped":
+            shutil.copy(os.path.join(SRC, f"{VARIANT}.py"), os.path.join(pkg, f"{m}.py"))
+            continue
         with open(os.path.join(pkg, f"{m}.py"), "w") as f:
             f.write(mixed_source(text, m))
     sys.path.insert(0, d)
@@ -320,6 +326,9 @@ def main():
         raise SystemExit("scan_mix_probe.py: needs a CUDA GPU")
     t0 = time.time()
     mixes = [m for m in a.mixes.split(",") if m]
+    unknown = [m for m in mixes if m not in MIXES]
+    if unknown:
+        raise SystemExit(f"scan_mix_probe.py: unknown mix(es) {', '.join(unknown)}; choose from {', '.join(MIXES)}")
     mods = package(mixes)
     lines = [f"# Reverse-scan product mixes, {VARIANT}\n",
              f"- GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; triton {triton.__version__}; "

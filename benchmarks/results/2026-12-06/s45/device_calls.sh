@@ -43,6 +43,12 @@ case "$call" in
         --fla-force --shape 8,2048,16,64 --profile-top 30 --out "$OUT/host_profile_d64.md" 2> "$OUT/host.log"
     tail -3 "$OUT/host.log"
     ;;
+6)  # the reverse scan as printed now against session 41's hand-written copies (m9: 1099 us
+    # there, the printed one 1455 in session 43, under other settings), the same process
+    timeout 400 python3 benchmarks/scan_mix_probe.py --mixes shipped,m9,m16,m18 --shape 2,16384,16,128 \
+        --err-shape 1,1024,2,128 --budget 330 --out "$OUT/scan_mix.md" 2> "$OUT/scan_mix.log"
+    cat "$OUT/scan_mix.md"; tail -3 "$OUT/scan_mix.log"
+    ;;
 esac
 grep -h "^###\|^- narrowed\|^- the record\|^- FLA" "$OUT"/profile_*.md 2>/dev/null | head -60
 tail -3 "$OUT/profile.log" 2>/dev/null
