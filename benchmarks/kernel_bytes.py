@@ -14,16 +14,18 @@ device time and the bandwidth that floor implies, against the copy bandwidth mea
 on the H200 (4.22 TB/s).
 
     TRITON_INTERPRET=1 python benchmarks/kernel_bytes.py --variant gla [--shape 4,4096,16,128] \
-        [--profile benchmarks/results/2026-12-04/profile_base/fwdbwd.md --config "grad_BV=128"]
+        [--profile benchmarks/results/2026-12-04/profile_base/fwdbwd.md --config "grad_BV=128"] \
+        [--memory] [--narrow hr0,vr1]
 """
 import contextlib
+import functools
 import os
 import re
 import sys
 
 import torch
 
-from chunkproof.bench import args as A, calls, inputs
+from chunkproof.bench import args as A, calls, inputs, printed
 
 PROG = "kernel_bytes.py"
 COPY_TBPS = 4.22
@@ -66,9 +68,16 @@ def _case(variant, shape, seed):
     return x, h0, do, dht, D ** -0.5
 
 
-def launches(variant, shape, seed=0):
+@functools.lru_cache(maxsize=None)
+def _module(variant, narrow=()):
+    """(module, its public function): the generated one, or with ``narrow`` (passed tile
+    names) that variant printed with those tiles in the inputs' dtype besides its record's."""
+    return printed.narrowed(variant, narrow) if narrow else calls.ours(variant)
+
+
+def launches(variant, shape, seed=0, narrow=()):
     """[(kernel, grid, tensors, BLOCKED)] of one forward + backward at ``shape``."""
-    mod, fn = calls.ours(variant)
+    mod, fn = _module(variant, narrow)
     log = []
     with stood_in(mod, log):
         calls.fwd_bwd(fn, *_case(variant, shape, seed))
@@ -83,6 +92,7 @@ class _Allocations:
     def __init__(self, real):
         self.real, self.live, self.peak, self.at_peak = real, {}, 0, []
         self.alive_at = {}     # an allocation's name -> the names alive just before it (its last)
+        self.sizes = {}        # an allocation's name -> its bytes (its last)
 
     def __getattr__(self, name):
         fn = getattr(self.real, name)
@@ -97,6 +107,7 @@ class _Allocations:
             what = (caller.code_context or ["?"])[0].strip().split("=")[0].strip() or caller.function
             key = id(t)
             self.alive_at[what] = {w for w, _ in self.live.values()}
+            self.sizes[what] = t.nbytes
             self.live[key] = (what, t.nbytes)
             weakref.finalize(t, self.live.pop, key, None)
             total = sum(b for _, b in self.live.values())
@@ -106,14 +117,14 @@ class _Allocations:
         return alloc
 
 
-def peak_memory(variant, shape, seed=0, forward_only=False):
+def peak_memory(variant, shape, seed=0, forward_only=False, narrow=()):
     """(bytes of the inputs, cotangents and initial state; the peak of what the module
     allocates on top during one forward + backward (``forward_only``: the forward alone,
     as the bench's forward rows call it: no initial state, no autograd); what was alive
     at that peak), the kernels stood in for (nothing runs).  The bench's torch.cuda.max_memory_allocated of
     the same calls on the H200, taken from after the inputs, matched the peak to 1 MiB
     (docs/measurements.md); what torch allocates outside the module is not counted."""
-    mod, fn = calls.ours(variant)
+    mod, fn = _module(variant, narrow)
     x, h0, do, dht, scale = _case(variant, shape, seed)
     base = sum(t.nbytes for t in list(x.values()) + [h0, do, dht])
     track = _Allocations(mod.torch)
@@ -190,6 +201,8 @@ def main(argv=None):
     p.add_argument("--config", default="", help="its section: the TILING overrides it was run with ('' defaults)")
     p.add_argument("--memory", action="store_true", help="also the peak of what the module allocates, and what "
                                                           "is alive then")
+    p.add_argument("--narrow", default="", help="','-separated passed tiles printed in the inputs' dtype besides "
+                                                "the record's (chunkproof.bench.printed)")
     a = p.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         variant = A.variant(a.variant)
@@ -197,18 +210,23 @@ def main(argv=None):
         if os.environ.get("TRITON_INTERPRET") != "1":
             raise ValueError("run with TRITON_INTERPRET=1 (the API then takes CPU tensors; no kernel runs)")
         times = profile_times(a.profile, variant, a.config) if a.profile else None
+        narrow = tuple(t.strip() for t in a.narrow.split(",") if t.strip())
+        if narrow:
+            printed.check_tiles(variant, narrow)
     except (ValueError, OSError) as e:
         return A.fail(PROG, e)
     from chunkproof.bench import tiling
-    with tiling.applied(calls.ours(variant)[0], tiling.parse_overrides(a.config)):
-        per = bytes_per_kernel(launches(variant, shape))
+    mod = _module(variant, narrow)[0]
+    with tiling.applied(mod, tiling.parse_overrides(a.config)):
+        per = bytes_per_kernel(launches(variant, shape, narrow=narrow))
     print(f"{variant} forward + backward at (B, T, H, D) = {shape}, bf16"
+          + (f"; narrowed besides the record's: {', '.join(narrow)}" if narrow else "")
           + (f"; times: {a.profile} [{a.config or 'defaults'}]" if a.profile else ""))
     print(table(per, times))
     if a.memory:
-        with tiling.applied(calls.ours(variant)[0], tiling.parse_overrides(a.config)):
-            base, peak, alive = peak_memory(variant, shape)
-            _, fwd_peak, fwd_alive = peak_memory(variant, shape, forward_only=True)
+        with tiling.applied(mod, tiling.parse_overrides(a.config)):
+            base, peak, alive = peak_memory(variant, shape, narrow=narrow)
+            _, fwd_peak, fwd_alive = peak_memory(variant, shape, forward_only=True, narrow=narrow)
         print(f"\ninputs, cotangents, initial state: {base / 2**20:.0f} MiB; allocated by the module at its peak: "
               f"{peak / 2**20:.0f} MiB; together {(base + peak) / 2**20:.0f} MiB.  Alive at the peak:")
         print(", ".join(f"{w} {b / 2**20:.0f}" for w, b in alive if b >= 2**20))

@@ -302,6 +302,9 @@ HOPPER_MIN_BLOCK = 64
 # as accurate as at 64 on an H100 (tests/test_scan_blocks.py; docs/measurements.md, "The
 # scans at V blocks of 32 and in K pieces on the GPU")
 HOPPER_MIN_SCAN_BLOCK = 32
+# the widest V block autotune offers a parallel kernel beyond its stated one: the widest
+# any stated tiling takes (grad_BV), so no trial compiles a kernel wider than those run
+MAX_TUNED_BLOCK = 128
 
 
 # CUDA device index -> whether it is a Hopper GPU: asked once per device, as
@@ -399,13 +402,18 @@ class Launch:
         """(constexprs, num_warps, num_stages) of the stated configuration, the other of 4
         and 8 warps, and each with half the V block where BV is tuned (not below 16; on a
         Hopper GPU, for chunks of 64 or more, not below HOPPER_MIN_BLOCK, or
-        HOPPER_MIN_SCAN_BLOCK for a sequential kernel)."""
+        HOPPER_MIN_SCAN_BLOCK for a sequential kernel) and, for a parallel kernel, twice
+        it (up to the padded head and MAX_TUNED_BLOCK): the scans' V block was settled on
+        the GPU (HOPPER_MIN_SCAN_BLOCK), and a parallel kernel at a V block under the
+        head's forms its K-side work once per V block."""
         warps = [self.num_warps] + [w for w in (4, 8) if w != self.num_warps][:1]
         blocks = [{}]
         if "BV" in self.tuned:
             bv = self.constexprs["BV"]
             least = _least_block(self.constexprs.get("BT", 0), self.hopper, self.sequential)
-            blocks = [{"BV": bv}] + ([{"BV": bv // 2}] if bv // 2 >= least else [])
+            most = min(MAX_TUNED_BLOCK, triton.next_power_of_2(self.constexprs.get("V", bv)))
+            blocks = [{"BV": bv}] + ([{"BV": bv // 2}] if bv // 2 >= least else []) + \
+                ([{"BV": 2 * bv}] if not self.sequential and 2 * bv <= most else [])
         return [(b, w, self.num_stages) for b in blocks for w in warps]
 
     def on(self, fn):

@@ -51,7 +51,13 @@ def test_on_a_gpu_each_kernel_autotunes_over_its_neighbours(monkeypatch):
         stated = ({"BV": launch.constexprs["BV"]} if "BV" in launch.tuned else {}, launch.num_warps,
                   launch.num_stages)
         assert configs[0] == stated, name
-        assert len(configs) == (4 if name in TUNED_BV else 2), (name, configs)
+        blocks = {b["BV"] for b, _, _ in configs} if name in TUNED_BV else set()
+        if name in TUNED_BV:
+            bv = launch.constexprs["BV"]
+            # half the V block; twice it for a parallel kernel, up to V = 128 here
+            assert blocks == {bv, bv // 2} | ({2 * bv} if name not in SEQUENTIAL and 2 * bv <= 128 else set()), \
+                (name, blocks)
+        assert len(configs) == 2 * max(1, len(blocks)), (name, configs)
         assert {w for _, w, _ in configs} == {4, 8}
         kw = launch.kwargs
         assert "num_warps" not in kw and ("BV" in kw) == (name not in TUNED_BV), name
@@ -82,32 +88,46 @@ def test_every_configuration_autotune_may_pick_computes_the_same(name):
         assert rel_rms(got[2][n], want[2][n]) < 1e-6, n
 
 
-@pytest.mark.parametrize("name", ["gla", "rwkv6", "gated_delta_rule"])
-def test_a_v_loop_at_half_the_v_block_computes_the_same(name, monkeypatch):
-    # autotune may halve the V block of a gradient kernel's V loop apart from the V
-    # kernel's (the passed V reductions' NV stays the V kernel's): under the interpreter
+def _loop_block_scaled(name, monkeypatch, V, override, scale, seed):
+    # (every result with the gradient kernels' V loops at their stated V block, the same
+    # with those loops' V block times ``scale``), under the interpreter
     import dataclasses
     from chunkproof.bench.calls import fwd_bwd_state
     from chunkproof.bench.inputs import fuzz_case
     m = cases.module(name)
-    x, h0, do, dht = fuzz_case(name, 1, 70, 2, 32, 64, seed=4, dtype=torch.float32)
+    x, h0, do, dht = fuzz_case(name, 1, 70, 2 if V < 128 else 1, 32, V, seed=seed, dtype=torch.float32)
     fn = cases.kernel(name)
-    want = fwd_bwd_state(fn, x, h0, do, dht)
     stated = m.launch_specs
-    halved_any = []
+    scaled_any = []
 
-    def halved(*args, **kwargs):
+    def scaled(*args, **kwargs):
         spec = stated(*args, **kwargs)
         kernels = {}
         for kname, launch in spec.kernels.items():
             if kname.startswith("_dgrad") and "BV" in launch.tuned:
-                launch = dataclasses.replace(launch, constexprs=dict(launch.constexprs, BV=launch.constexprs["BV"] // 2))
-                halved_any.append(kname)
+                bv = int(launch.constexprs["BV"] * scale)
+                assert 16 <= bv <= launch.constexprs["BVF"], (kname, launch.constexprs)
+                launch = dataclasses.replace(launch, constexprs=dict(launch.constexprs, BV=bv))
+                scaled_any.append(kname)
             kernels[kname] = launch
         return dataclasses.replace(spec, kernels=kernels)
-    monkeypatch.setattr(m, "launch_specs", halved)
-    got = fwd_bwd_state(fn, x, h0, do, dht)
-    assert halved_any
+    with m.tiling_override(**override):
+        want = fwd_bwd_state(fn, x, h0, do, dht)
+        monkeypatch.setattr(m, "launch_specs", scaled)
+        got = fwd_bwd_state(fn, x, h0, do, dht)
+    assert scaled_any
+    return want, got
+
+
+@pytest.mark.parametrize("name, V, override, scale", [
+    # autotune may halve the V block of a gradient kernel's V loop apart from the V
+    # kernel's (the passed V reductions' NV stays the V kernel's)
+    ("gla", 64, {}, 0.5), ("rwkv6", 64, {}, 0.5), ("gated_delta_rule", 64, {}, 0.5),
+    # and double it where the V kernel's block is under the head's (grad_BV 64, V = 128):
+    # the loop then reads two of the V kernel's blocks of each V-wide tile at once
+    ("gla", 128, dict(grad_BV=64), 2), ("gated_delta_rule", 128, dict(grad_BV=64), 2)])
+def test_a_v_loop_at_another_v_block_computes_the_same(name, V, override, scale, monkeypatch):
+    want, got = _loop_block_scaled(name, monkeypatch, V, override, scale, seed=4 if scale < 1 else 6)
     for a, b in zip(want[:2], got[:2]):
         assert rel_rms(b, a) < 1e-6
     for n in want[2]:
@@ -133,10 +153,32 @@ def test_on_hopper_autotune_offers_v_blocks_of_32_to_the_scans_alone(monkeypatch
                 bv = launch.constexprs["BV"]
                 hopper_least = rt.HOPPER_MIN_SCAN_BLOCK if kname in SEQUENTIAL else rt.HOPPER_MIN_BLOCK
                 least = 16 if halved or launch.constexprs["BT"] < 64 else hopper_least
-                want = [bv // 2, bv] if bv // 2 >= least else [bv]
+                want = ([bv // 2] if bv // 2 >= least else []) + [bv] + \
+                    ([2 * bv] if kname not in SEQUENTIAL and 2 * bv <= V else [])
                 assert blocks == want, (name, dtype, V, kname, blocks)
                 if major == 9 and dtype != torch.float32:
                     assert (32 in blocks) == (hopper_least <= 32), (name, V, kname, blocks)
+
+
+@pytest.mark.parametrize("name", ["gated_delta_rule", "kda"])
+def test_autotune_offers_a_parallel_kernel_twice_its_v_block_up_to_the_head_and_128(name, monkeypatch):
+    # the output kernel forms its K-side products once per V block: at the head's width,
+    # once per chunk; never wider than the head, nor than MAX_TUNED_BLOCK, and never for a scan
+    rt = _runtime()
+    m = cases.module(name)
+    monkeypatch.setattr(m, "autotuning", lambda til, dev: True)
+    for V, widest in ((128, 128), (64, 64), (256, 128)):
+        spec = _uncached_specs(m)(torch.bfloat16, torch.device("cpu"), 128, V)
+        for kname, launch in spec.kernels.items():
+            if "BV" not in launch.tuned:
+                continue
+            blocks = {b["BV"] for b, _, _ in launch.configs()}
+            assert max(blocks) <= max(widest, launch.constexprs["BV"]) and max(blocks) <= max(
+                rt.MAX_TUNED_BLOCK, launch.constexprs["BV"]), (name, V, kname, blocks)
+            if kname in SEQUENTIAL:
+                assert max(blocks) == launch.constexprs["BV"], (name, V, kname, blocks)
+        out = {b["BV"] for b, _, _ in spec["_out_kernel"].configs()}
+        assert (128 in out) == (V >= 128), (name, V, out)
 
 
 @pytest.mark.parametrize("major", [9, 8])

@@ -139,6 +139,7 @@ BAD_INPUT = [
     ("cpu_forward_accuracy.py", ["--variant", "kda", "--set", "nope=1"], "'nope'"),
     ("cpu_forward_accuracy.py", ["--variant", "kda", "--shape", "1,20,1"], "is not B,T,H,D"),
     ("host_time.py", ["--variants", "gla,nope"], "unknown variant 'nope'"),
+    ("kernel_bytes.py", ["--variant", "gated_delta_rule", "--narrow", "hr0,nope"], "has no passed tile nope"),
     ("host_time.py", ["--calls", "0"], "--calls must be at least 1, not 0"),
     ("host_time.py", ["--busy-cycles", "-1"], "--busy-cycles must be 0 or more, not -1"),
     ("host_time.py", ["--profile-top", "-2"], "--profile-top must be 0 or more, not -2"),
@@ -484,6 +485,19 @@ def test_a_forward_without_autograd_frees_its_tiles_before_the_output(bench_path
     assert fwd_peak <= both_peak
     if variant != "gla":        # GLA's hs0 is read by the scan alone, its ch0 by the output kernel: none kept
         assert freed in KB.peak_memory.last.alive_at["o"] and fwd_peak < both_peak
+
+
+def test_kernel_bytes_counts_a_narrowed_tile_at_the_inputs_width(bench_path):
+    # --narrow: the module printed with Gated DeltaNet's hr0 (delta U) in bf16, whose
+    # buffer is then half the fp32 one, and the peak lower by at least that
+    import kernel_bytes as KB
+
+    def hr0_bytes(narrow):
+        _, peak, _ = KB.peak_memory("gated_delta_rule", (1, 70, 2, 16), narrow=narrow)
+        return peak, KB.peak_memory.last.sizes["r_hr0"]
+    peak, hr0 = hr0_bytes(())
+    peak_n, hr0_n = hr0_bytes(("hr0",))
+    assert hr0_n * 2 == hr0 and peak_n <= peak - hr0_n, (peak, hr0, peak_n, hr0_n)
 
 
 def test_ncu_summary_tabulates_each_launch_of_ours(bench_path, tmp_path):

@@ -49,6 +49,23 @@ case "$call" in
         --err-shape 1,1024,2,128 --budget 330 --out "$OUT/scan_mix.md" 2> "$OUT/scan_mix.log"
     cat "$OUT/scan_mix.md"; tail -3 "$OUT/scan_mix.log"
     ;;
+7)  # after autotune offers the parallel kernels twice their V block: the output kernel's pick
+    # and the forward against FLA, four variants at (2, 16384, 16, 128) and (4, 4096, 16, 128)
+    timeout 200 python3 benchmarks/profile_kernels.py --variants gated_delta_rule,gla,kda,dplr_delta_rule \
+        --shape 2,16384,16,128 --mode fwd --iters 5 --out "$OUT/profile_fwd_16k.md" 2> "$OUT/profile.log"
+    timeout 330 chunkproof bench --fla-force --reps 3 -o "$OUT/bench_fwd.json" --variant \
+        gated_delta_rule,gla,kda,dplr_delta_rule --mode fwd --budget 300 --no-sdpa \
+        --shapes 2x16384x16x128,4x4096x16x128 > "$OUT/bench_fwd.txt" 2>&1
+    grep "^|" "$OUT/bench_fwd.txt" | tail -n +3
+    ;;
+8)  # the rows not yet run against FLA: simple GLA, RetNet, RWKV-6 at (8, 2048, 16, 64), then
+    # DeltaNet, simple GLA, RetNet, RWKV-6 at (2, 16384, 16, 128) (FLA's first compiles: minutes)
+    timeout 560 chunkproof bench --fla-force --reps 3 -o "$OUT/bench_rest.json" --variant \
+        simple_gla,retention,rwkv6,delta_rule --mode fwd+bwd --budget 500 --no-sdpa \
+        --shapes 8x2048x16x64,2x16384x16x128 > "$OUT/bench_rest.txt" 2>&1
+    grep "^|" "$OUT/bench_rest.txt" | tail -n +3
+    timeout 30 bash -c '. benchmarks/tcache.sh; tcache_pack "$0" && rm -f "$0"/tcache.part*' "$OUT"
+    ;;
 esac
 grep -h "^###\|^- narrowed\|^- the record\|^- FLA" "$OUT"/profile_*.md 2>/dev/null | head -60
 tail -3 "$OUT/profile.log" 2>/dev/null
