@@ -75,6 +75,10 @@ MIXES = {
     # the module as `chunkproof gen` prints it now (its state in K pieces, its recorded
     # types: the copies above are edits of its whole-state form), the row to compare with
     "shipped": ("as", "recorded", "types"),
+    # the same with m9's order in its chunk step: dO loaded after delta U is stored, and
+    # each K piece's Q and W loaded just before that piece's state update (the printer
+    # issues every load at the step's top)
+    "lazy": ("as", "recorded", "types", "lazy"),
 }
 
 # the hand-written bodies' common parts: the program's indices, and the loop's head
@@ -265,6 +269,46 @@ def mixed_source(text, mix):
     return text[:start] + new + text[end:]
 
 
+def _groups(body):
+    """The statements of a chunk step's body (its lines at 8 spaces and what they hold)."""
+    out = []
+    for ln in body.split("\n"):
+        if ln.startswith("        ") and not ln.startswith("         ") or not out:
+            out.append([ln])
+        else:
+            out[-1].append(ln)
+    return ["\n".join(g) for g in out]
+
+
+def lazy_source(text):
+    """The generated module's text with its reverse scan's loads of dO, Q and W moved
+    down (m9's order; see MIXES["lazy"])."""
+    start = text.index("def _dstateh_kernel(")
+    head = text.index("    for i_r in range(0, NT):\n", start) + len("    for i_r in range(0, NT):\n")
+    end = text.index("\n    tl.store(dh0", head)
+    groups = _groups(text[head:end])
+
+    def piece(g):
+        m = re.match(r"\s*b_(Q|Wl|dS_prev)_k(\d) = ", g.split("\n")[1] if g.lstrip().startswith("if KP") else g)
+        return (m.group(1), int(m.group(2))) if m else None
+    loads = {piece(g): g for g in groups if piece(g) and piece(g)[0] in ("Q", "Wl")}
+    d_o = [g for g in groups if g.lstrip().startswith("b_dO = tl.load(")]
+    if len(d_o) != 1 or not loads:
+        raise SystemExit("scan_mix_probe: the reverse scan's dO, Q or W loads were not found: update lazy_source")
+    rest = [g for g in groups if g not in d_o and g not in loads.values()]
+    out = []
+    for g in rest:
+        p = piece(g)
+        if p and p[0] == "dS_prev":
+            out += [loads[(k, p[1])] for k in ("Q", "Wl") if (k, p[1]) in loads]
+        out.append(g)
+        if "tl.store(r_hr0" in g:
+            out += d_o
+    if len(out) != len(groups):
+        raise SystemExit("scan_mix_probe: lazy_source lost a statement: update it")
+    return text[:head] + "\n".join(out) + text[end:]
+
+
 def whole_state_source():
     """The module as generated, but with its scans' state printed in one piece: the
     copies below are edits of that form (session 41; codegen/ksplit.py came after)."""
@@ -283,8 +327,11 @@ def package(mixes):
     shutil.copy(os.path.join(SRC, "_runtime.py"), pkg)
     text = whole_state_source()
     for m in mixes:
-        if m == "shipped":
-            shutil.copy(os.path.join(SRC, f"{VARIANT}.py"), os.path.join(pkg, f"{m}.py"))
+        if m in ("shipped", "lazy"):
+            with open(os.path.join(SRC, f"{VARIANT}.py")) as f:
+                shipped = f.read()
+            with open(os.path.join(pkg, f"{m}.py"), "w") as f:
+                f.write(shipped if m == "shipped" else lazy_source(shipped))
             continue
         with open(os.path.join(pkg, f"{m}.py"), "w") as f:
             f.write(mixed_source(text, m))

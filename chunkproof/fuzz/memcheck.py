@@ -49,13 +49,15 @@ def bounds_checked():
                           f"tensor argument; the first is {first - lo:+d} bytes from the start of {name!r} "
                           f"({hi - lo} bytes)")
 
-    def load(self, ptrs, mask, other, cache_policy, is_volatile):
+    # the cache and volatility arguments after these differ between Triton releases (3.8:
+    # cache_modifier, eviction_policy; 3.9: cache_policy): passed on as they come
+    def load(self, ptrs, mask, other, *rest):
         check(ptrs, mask, "load")
-        return saved[1](self, ptrs, mask, other, cache_policy, is_volatile)
+        return saved[1](self, ptrs, mask, other, *rest)
 
-    def store(self, ptrs, value, mask, cache_policy):
+    def store(self, ptrs, value, mask, *rest):
         check(ptrs, mask, "store")
-        return saved[2](self, ptrs, value, mask, cache_policy)
+        return saved[2](self, ptrs, value, mask, *rest)
 
     grid._init_args_hst, builder.create_masked_load, builder.create_masked_store = init_args, load, store
     try:

@@ -45,7 +45,7 @@ case "$call" in
     ;;
 6)  # the reverse scan as printed now against session 41's hand-written copies (m9: 1099 us
     # there, the printed one 1455 in session 43, under other settings), the same process
-    timeout 400 python3 benchmarks/scan_mix_probe.py --mixes shipped,m9,m16,m18 --shape 2,16384,16,128 \
+    timeout 400 python3 benchmarks/scan_mix_probe.py --mixes shipped,lazy,m9,m16,m18 --shape 2,16384,16,128 \
         --err-shape 1,1024,2,128 --budget 330 --out "$OUT/scan_mix.md" 2> "$OUT/scan_mix.log"
     cat "$OUT/scan_mix.md"; tail -3 "$OUT/scan_mix.log"
     ;;
