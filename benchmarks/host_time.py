@@ -116,12 +116,12 @@ def main(argv=None):
             sides.append((f"FLA {fla.version()}", fla.load(variant, force=a.fla_force)))
         for side, fn in sides:
             try:
-                ms, idle, busy, burst = measure(calls.of_mode(a.mode, fn, x, h0, do, dht, scale), a.calls,
-                                                a.busy_cycles)
+                call = calls.of_mode(a.mode, fn, x, h0, do, dht, scale)
+                ms, idle, busy, burst = measure(call, a.calls, a.busy_cycles)
                 lines.append(f"| {variant} | {side} | {ms:.3f} | {idle:.3f} | "
                              f"{'-' if busy is None else f'{busy:.3f}'} | {burst:.3f} |")
                 if a.profile_top:
-                    text = profiled(calls.of_mode(a.mode, fn, x, h0, do, dht, scale), a.calls, a.profile_top)
+                    text = profiled(call, a.calls, a.profile_top)
                     profiles.append(f"## {variant}, {side}: cProfile over {a.calls} calls\n\n```\n{text}```\n")
             except Exception as e:  # noqa: BLE001  (one failing side must not hide the rest)
                 lines.append(f"| {variant} | {side} | failed: {type(e).__name__}: {str(e)[:200]} | | | |")

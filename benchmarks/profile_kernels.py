@@ -102,13 +102,6 @@ def errors(variant, fn, mode, x, h0, do, dht, scale):
     return gate.judge(ref, {"o": o, "final_state": ht}, grads, gate.base_tolerance(do.dtype)).errors
 
 
-def worst_error(variant, fn, mode, x, h0, do, dht, scale):
-    """'tensor rel. RMS' of errors()' worst tensor."""
-    errs = errors(variant, fn, mode, x, h0, do, dht, scale)
-    name = max(errs, key=errs.get)
-    return f"{name} {errs[name]:.2e}"
-
-
 def error_line(who, errs):
     """One markdown line of every tensor's error, worst first."""
     return f"- {who}: " + ", ".join(f"{k} {v:.2e}" for k, v in sorted(errs.items(), key=lambda kv: -kv[1])) + "\n"

@@ -320,6 +320,9 @@ def whole_state_source():
 
 def package(mixes):
     """A temporary package holding _runtime.py and one module per mix."""
+    unknown = [m for m in mixes if m not in MIXES]
+    if unknown:
+        raise SystemExit(f"scan_mix_probe.py: unknown mix(es) {', '.join(unknown)}; choose from {', '.join(MIXES)}")
     d = tempfile.mkdtemp(prefix="scanmix_")
     pkg = os.path.join(d, "scanmix")
     os.makedirs(pkg)
@@ -373,9 +376,6 @@ def main():
         raise SystemExit("scan_mix_probe.py: needs a CUDA GPU")
     t0 = time.time()
     mixes = [m for m in a.mixes.split(",") if m]
-    unknown = [m for m in mixes if m not in MIXES]
-    if unknown:
-        raise SystemExit(f"scan_mix_probe.py: unknown mix(es) {', '.join(unknown)}; choose from {', '.join(MIXES)}")
     mods = package(mixes)
     lines = [f"# Reverse-scan product mixes, {VARIANT}\n",
              f"- GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}; triton {triton.__version__}; "

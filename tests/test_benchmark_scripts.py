@@ -589,9 +589,10 @@ def test_profile_kernels_says_what_autotune_picked(bench_path):
         del rt._AUTOTUNED[(mod._state_kernel, configs, ())]
 
 
-def test_profile_kernels_names_the_worst_error_as_the_gate_measures_it(bench_path):
-    # --narrow's rows carry the worst tensor's error against the fp64 recurrence on the
-    # first steps; a module printed with δU's intra part (hr0) in bf16 is measured the same way
+def test_profile_kernels_names_every_error_as_the_gate_measures_it(bench_path):
+    # --narrow's rows carry every tensor's error against the fp64 recurrence on the first
+    # steps, worst first; a module printed with δU's intra part (hr0) in bf16 is measured
+    # the same way
     import torch
 
     import profile_kernels
@@ -600,9 +601,9 @@ def test_profile_kernels_names_the_worst_error_as_the_gate_measures_it(bench_pat
     h0, do, dht = inputs.cotangents(1, 40, 1, 16, 16, torch.bfloat16, "cpu")
     for fn in (calls.ours("delta_rule")[1], printed.narrowed("delta_rule", ["hr0"])[1]):
         for mode, names in (("fwd", ("o", "final_state")), ("fwd+bwd", None)):
-            name, value = profile_kernels.worst_error("delta_rule", fn, mode, x, h0, do, dht, 0.25).split()
-            assert (names is None or name in names) and 0 < float(value) < 5e-2, (mode, name, value)
             errs = profile_kernels.errors("delta_rule", fn, mode, x, h0, do, dht, 0.25)
-            assert errs[name] == max(errs.values()) and (mode == "fwd") == ("dq" not in errs), errs
+            name = max(errs, key=errs.get)
+            assert (names is None or name in names) and 0 < errs[name] < 5e-2, (mode, errs)
+            assert (mode == "fwd") == ("dq" not in errs), errs
             line = profile_kernels.error_line("ours", errs)
             assert line.startswith(f"- ours: {name} ") and line.count(",") == len(errs) - 1, line
