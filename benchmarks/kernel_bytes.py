@@ -11,11 +11,12 @@ passed a tensor it does not read, less: a row over 100% of the copy bandwidth sa
 With --profile (a profile_kernels.py
 --mode fwd+bwd table of the same variant and shape) each row gets the kernel's measured
 device time and the bandwidth that floor implies, against the copy bandwidth measured
-on the H200 (4.22 TB/s).
+on the H200 (4.22 TB/s).  --host N times the same stood-in call N times: the host's own
+work of a call (this package's and torch's on CPU tensors), no Triton launch in it.
 
     TRITON_INTERPRET=1 python benchmarks/kernel_bytes.py --variant gla [--shape 4,4096,16,128] \
         [--profile benchmarks/results/2026-12-04/profile_base/fwdbwd.md --config "grad_BV=128"] \
-        [--memory] [--narrow hr0,vr1]
+        [--memory] [--host 30] [--narrow hr0,vr1]
 """
 import contextlib
 import functools
@@ -82,6 +83,26 @@ def launches(variant, shape, seed=0, narrow=()):
     with stood_in(mod, log):
         calls.fwd_bwd(fn, *_case(variant, shape, seed))
     return log
+
+
+def host_ms(variant, shape, calls_n, seed=0, narrow=()):
+    """(median ms of one forward + backward with every kernel stood in, launches per call):
+    the host's own work of a call (ours and torch's on CPU tensors), no kernel run."""
+    import statistics
+    import time
+    mod, fn = _module(variant, narrow)
+    case = _case(variant, shape, seed)
+    log = []
+    with stood_in(mod, log):
+        calls.fwd_bwd(fn, *case)
+        n = len(log)
+    times = []
+    with stood_in(mod, None):
+        for _ in range(calls_n):
+            t = time.perf_counter()
+            calls.fwd_bwd(fn, *case)
+            times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times), n
 
 
 class _Allocations:
@@ -201,6 +222,8 @@ def main(argv=None):
     p.add_argument("--config", default="", help="its section: the TILING overrides it was run with ('' defaults)")
     p.add_argument("--memory", action="store_true", help="also the peak of what the module allocates, and what "
                                                           "is alive then")
+    p.add_argument("--host", type=int, default=0, metavar="N",
+                   help="also the median host time of N calls with the kernels stood in")
     p.add_argument("--narrow", default="", help="','-separated passed tiles printed in the inputs' dtype besides "
                                                 "the record's (chunkproof.bench.printed)")
     a = p.parse_args(sys.argv[1:] if argv is None else argv)
@@ -210,6 +233,8 @@ def main(argv=None):
         if os.environ.get("TRITON_INTERPRET") != "1":
             raise ValueError("run with TRITON_INTERPRET=1 (the API then takes CPU tensors; no kernel runs)")
         times = profile_times(a.profile, variant, a.config) if a.profile else None
+        if a.host < 0:
+            raise ValueError(f"--host must be 0 or more, not {a.host}")
         narrow = tuple(t.strip() for t in a.narrow.split(",") if t.strip())
         if narrow:
             printed.check_tiles(variant, narrow)
@@ -223,6 +248,11 @@ def main(argv=None):
           + (f"; narrowed besides the record's: {', '.join(narrow)}" if narrow else "")
           + (f"; times: {a.profile} [{a.config or 'defaults'}]" if a.profile else ""))
     print(table(per, times))
+    if a.host:
+        with tiling.applied(mod, tiling.parse_overrides(a.config)):
+            ms, n = host_ms(variant, shape, a.host, narrow=narrow)
+        print(f"\nhost time of one forward + backward, the kernels stood in (CPU tensors; median of {a.host}): "
+              f"{ms:.3f} ms for {n} launches")
     if a.memory:
         with tiling.applied(mod, tiling.parse_overrides(a.config)):
             base, peak, alive = peak_memory(variant, shape, narrow=narrow)

@@ -140,6 +140,10 @@ BAD_INPUT = [
     ("cpu_forward_accuracy.py", ["--variant", "kda", "--shape", "1,20,1"], "is not B,T,H,D"),
     ("host_time.py", ["--variants", "gla,nope"], "unknown variant 'nope'"),
     ("kernel_bytes.py", ["--variant", "gated_delta_rule", "--narrow", "hr0,nope"], "has no passed tile nope"),
+    ("kernel_bytes.py", ["--variant", "gla", "--host", "-1"], "--host must be 0 or more, not -1"),
+    ("store_growth.py", ["--variant", "gated_delta_rule", "--narrow", "hr0;nope"], "has no passed tile nope"),
+    ("store_growth.py", ["--variant", "gla", "--narrow", "vr4", "--shapes", "1,64,1,16,32"],
+     "is not B,T,H,K,V with K = V"),
     ("host_time.py", ["--calls", "0"], "--calls must be at least 1, not 0"),
     ("host_time.py", ["--busy-cycles", "-1"], "--busy-cycles must be 0 or more, not -1"),
     ("host_time.py", ["--profile-top", "-2"], "--profile-top must be 0 or more, not -2"),
@@ -498,6 +502,23 @@ def test_kernel_bytes_counts_a_narrowed_tile_at_the_inputs_width(bench_path):
     peak, hr0 = hr0_bytes(())
     peak_n, hr0_n = hr0_bytes(("hr0",))
     assert hr0_n * 2 == hr0 and peak_n <= peak - hr0_n, (peak, hr0, peak_n, hr0_n)
+
+
+def test_kernel_bytes_times_the_host_of_a_stood_in_call(bench_path):
+    # --host: the call with every kernel stood in, as many launches as launches() records
+    import kernel_bytes as KB
+    ms, n = KB.host_ms("gla", (1, 70, 2, 16), 3)
+    assert ms > 0 and n == len(KB.launches("gla", (1, 70, 2, 16)))
+
+
+def test_store_growth_prints_each_tensor_over_the_recorded(bench_path, capsys):
+    # the planner's measure of a narrowed tile against the record, per tensor and shape
+    import store_growth
+    assert store_growth.main(["--variant", "delta_rule", "--narrow", "hr0", "--shapes", "1,64,1,16,16"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("delta_rule, as recorded") and out[1].startswith("hr0 narrowed, over as recorded: ")
+    growth = {kv.rsplit(" ", 1)[0]: float(kv.rsplit(" ", 1)[1]) for kv in out[1].split(": ", 1)[1].split(", ")}
+    assert "1,64,1,16,16 dv" in growth and all(0.5 < g < 3 for g in growth.values()), growth
 
 
 def test_ncu_summary_tabulates_each_launch_of_ours(bench_path, tmp_path):
