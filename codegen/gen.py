@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Tuple
 
 import jinja2
 
-from . import backward_pick, emit, fla_api, ksplit, precision, recurrent, wrap
+from . import backward_pick, emit, fla_api, ksplit, precision, recurrent, schedule, wrap
 from .plan import backward_claims, build, load_variant
 from .printer import PRODUCT_TAG, CodegenError
 from .tiling import Tiling
@@ -34,6 +34,7 @@ def _env() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True)
     env.filters["ksplit"] = ksplit.split_body
+    env.filters["late_loads"] = schedule.late_loads
     env.globals["scan_pieces"] = ksplit.PIECES
     return env
 

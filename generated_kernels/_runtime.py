@@ -465,11 +465,45 @@ def _autotuned(fn, configs, restore=()):
         # sequential kernels' programs_key); the pointers' dtypes are in autotune's key
         # already.  A kernel writes only its outputs, but for ``restore``: tiles it
         # writes over after reading them
-        _AUTOTUNED[key] = triton.autotune(
+        names = [k for k in ("H", "K", "V", "BT", "BV", "NP") if k in fn.arg_names]
+        _AUTOTUNED[key] = _Tuned(fn, names, triton.autotune(
             configs=[triton.Config(dict(b), num_warps=w, num_stages=st) for b, w, st in configs],
-            key=[k for k in ("H", "K", "V", "BT", "BV", "NP") if k in fn.arg_names],
-            restore_value=list(restore) or None)(fn)
+            key=names, restore_value=list(restore) or None)(fn))
     return _AUTOTUNED[key]
+
+
+class _Tuned:
+    """A kernel under triton.autotune that, once a key is tuned, launches the kernel with
+    the pick itself: autotune's own launch path rebuilds a dict of every argument per
+    call (a host cost per launch that grows with the arguments; docs/measurements.md,
+    session 46).  The key is autotune's: the values of ``names`` and every argument's
+    dtype; ``cache`` is autotune's, key to Config."""
+
+    def __init__(self, fn, names, tuner):
+        self.fn, self.tuner = fn, tuner
+        self.at = [(n, fn.arg_names.index(n)) for n in names]
+        self.picked = {}
+
+    @property
+    def cache(self):
+        return self.tuner.cache
+
+    def _key(self, args, kwargs):
+        key = [kwargs[n] if n in kwargs else args[i] for n, i in self.at]
+        key += [str(a.dtype) for a in args if hasattr(a, "dtype")]
+        key += [str(a.dtype) for a in kwargs.values() if hasattr(a, "dtype")]
+        return tuple(key)
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            key = self._key(args, kwargs)
+            pick = self.picked.get(key)
+            if pick is None:
+                out = self.tuner[grid](*args, **kwargs)
+                self.picked[key] = self.tuner.best_config.all_kwargs()
+                return out
+            return self.fn[grid](*args, **kwargs, **pick)
+        return launch
 
 
 def autotuning(tiling, device):

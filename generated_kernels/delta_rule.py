@@ -483,17 +483,6 @@ def _dstateh_kernel(q, k, do, in_W, r_hr0, dh, dht, dh0, scale, T, NP,
         p_c = (boh + i_t) * H + i_h
         b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
                 other=0.).to(tl.float32)
-        b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
-                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
-        if KP > 1:
-            b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
-                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
-        if KP > 2:
-            b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
-                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
-        if KP > 3:
-            b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
-                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
         b_K_k0 = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
                 & (o_k0 < K)[None, :], other=0.)
         if KP > 1:
@@ -504,19 +493,6 @@ def _dstateh_kernel(q, k, do, in_W, r_hr0, dh, dht, dh0, scale, T, NP,
                     & (o_k2 < K)[None, :], other=0.)
         if KP > 3:
             b_K_k3 = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
-                    & (o_k3 < K)[None, :], other=0.)
-        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
-                other=0.)
-        b_W_k0 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
-                & (o_k0 < K)[None, :], other=0.)
-        if KP > 1:
-            b_W_k1 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k1[None, :], mask=m_r[:, None]
-                    & (o_k1 < K)[None, :], other=0.)
-        if KP > 2:
-            b_W_k2 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k2[None, :], mask=m_r[:, None]
-                    & (o_k2 < K)[None, :], other=0.)
-        if KP > 3:
-            b_W_k3 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
                     & (o_k3 < K)[None, :], other=0.)
         # dVnew = \mathbf{K} \delta \mathbf{S}_{[t]}^\top + (\left(\mathbf{Q} \mathbf{K}^\top \odot
         #   \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]}) [claim delta_rule.dVnew, delta_rule.py §chunk backward]
@@ -532,19 +508,43 @@ def _dstateh_kernel(q, k, do, in_W, r_hr0, dh, dht, dh0, scale, T, NP,
                     input_precision=PREC3)
         b_dVnew = (b_dVnew_ksum0 + b_hr0)
         tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dVnew.to(r_hr0.dtype.element_ty))
+        b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
+                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
+        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
+                other=0.)
+        b_W_k0 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
+                & (o_k0 < K)[None, :], other=0.)
         # dS_prev = \delta \mathbf{S}_{[t]} + \delta \mathbf{O}_{[t]}^\top \mathbf{Q} - \delta \mathbf{V}_{new}^\top
         #   \mathbf{W} [claim delta_rule.dS_prev, delta_rule.py §chunk backward]
         b_dS_prev_k0 = ((b_ds_k0
                 + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), b_Q_k0.to(DT3).to(CT3), input_precision=PREC3))
                 - tl.dot(tl.trans(b_dVnew).to(DT3).to(CT3), b_W_k0.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 1:
+            b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
+                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 1:
+            b_W_k1 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k1[None, :], mask=m_r[:, None]
+                    & (o_k1 < K)[None, :], other=0.)
+        if KP > 1:
             b_dS_prev_k1 = ((b_ds_k1
                     + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), b_Q_k1.to(DT3).to(CT3), input_precision=PREC3))
                     - tl.dot(tl.trans(b_dVnew).to(DT3).to(CT3), b_W_k1.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 2:
+            b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
+                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 2:
+            b_W_k2 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k2[None, :], mask=m_r[:, None]
+                    & (o_k2 < K)[None, :], other=0.)
+        if KP > 2:
             b_dS_prev_k2 = ((b_ds_k2
                     + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), b_Q_k2.to(DT3).to(CT3), input_precision=PREC3))
                     - tl.dot(tl.trans(b_dVnew).to(DT3).to(CT3), b_W_k2.to(DT3).to(CT3), input_precision=PREC3))
+        if KP > 3:
+            b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
+                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 3:
+            b_W_k3 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
+                    & (o_k3 < K)[None, :], other=0.)
         if KP > 3:
             b_dS_prev_k3 = ((b_ds_k3
                     + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), b_Q_k3.to(DT3).to(CT3), input_precision=PREC3))

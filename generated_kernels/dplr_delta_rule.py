@@ -631,19 +631,6 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs1, in_W, r_hr0, dh, dht, dh0, scale, T
         p_c = (boh + i_t) * H + i_h
         b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
                 other=0.).to(tl.float32)
-        b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
-                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
-        if KP > 1:
-            b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
-                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
-        if KP > 2:
-            b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
-                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
-        if KP > 3:
-            b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
-                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
-        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
-                other=0.)
         b_Gamma_log_k0 = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k0[None, :],
                 mask=(o_k0 < K)[None, :], other=0.).to(tl.float32)
         if KP > 1:
@@ -676,17 +663,6 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs1, in_W, r_hr0, dh, dht, dh0, scale, T
                     & (o_k2 < K)[None, :], other=0.)
         if KP > 3:
             b_hs1_k3 = tl.load(in_hs1 + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
-                    & (o_k3 < K)[None, :], other=0.)
-        b_W_k0 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
-                & (o_k0 < K)[None, :], other=0.)
-        if KP > 1:
-            b_W_k1 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k1[None, :], mask=m_r[:, None]
-                    & (o_k1 < K)[None, :], other=0.)
-        if KP > 2:
-            b_W_k2 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k2[None, :], mask=m_r[:, None]
-                    & (o_k2 < K)[None, :], other=0.)
-        if KP > 3:
-            b_W_k3 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
                     & (o_k3 < K)[None, :], other=0.)
         # gC = \mathbf{\Gamma}_{[t]}^{C}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
         b_gC_log_k0 = tl.trans(b_Gamma_log_last_k0)
@@ -723,6 +699,12 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs1, in_W, r_hr0, dh, dht, dh0, scale, T
         tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dV2.to(r_hr0.dtype.element_ty))
         # dC = \delta \mathbf{V}_{[t],2}   [claim dplr.fla.dC, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
         b_dC = b_dV2
+        b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
+                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
+        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
+                other=0.)
+        b_W_k0 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
+                & (o_k0 < K)[None, :], other=0.)
         # dS_prev = -\delta \mathbf{C}_{[t]}^\top \mathbf{W}_{[t]} + \delta \mathbf{S}_{[t]}^C
         #   \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \delta \mathbf{O}_{[t]}^\top
         #   \overleftarrow{\mathbf{Q}_{[t]}} [claim dplr.fla.dS_prev, 000_cb349aeede08771a.txt
@@ -732,15 +714,33 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs1, in_W, r_hr0, dh, dht, dh0, scale, T
                 + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k0 * tl.exp(b_Ql_f_k0)).to(DT3).to(CT3),
                 input_precision=PREC3))
         if KP > 1:
+            b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
+                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 1:
+            b_W_k1 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k1[None, :], mask=m_r[:, None]
+                    & (o_k1 < K)[None, :], other=0.)
+        if KP > 1:
             b_dS_prev_k1 = (((-tl.dot(tl.trans(b_dC).to(DT3).to(CT3), b_W_k1.to(DT3).to(CT3), input_precision=PREC3))
                     + (b_ds_k1 * tl.exp(tl.trans(b_gC_log_k1))))
                     + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k1 * tl.exp(b_Ql_f_k1)).to(DT3).to(CT3),
                     input_precision=PREC3))
         if KP > 2:
+            b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
+                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 2:
+            b_W_k2 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k2[None, :], mask=m_r[:, None]
+                    & (o_k2 < K)[None, :], other=0.)
+        if KP > 2:
             b_dS_prev_k2 = (((-tl.dot(tl.trans(b_dC).to(DT3).to(CT3), b_W_k2.to(DT3).to(CT3), input_precision=PREC3))
                     + (b_ds_k2 * tl.exp(tl.trans(b_gC_log_k2))))
                     + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k2 * tl.exp(b_Ql_f_k2)).to(DT3).to(CT3),
                     input_precision=PREC3))
+        if KP > 3:
+            b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
+                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 3:
+            b_W_k3 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
+                    & (o_k3 < K)[None, :], other=0.)
         if KP > 3:
             b_dS_prev_k3 = (((-tl.dot(tl.trans(b_dC).to(DT3).to(CT3), b_W_k3.to(DT3).to(CT3), input_precision=PREC3))
                     + (b_ds_k3 * tl.exp(tl.trans(b_gC_log_k3))))

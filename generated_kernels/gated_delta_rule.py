@@ -561,17 +561,6 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T, NP
         p_c = (boh + i_t) * H + i_h
         b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
                 other=0.).to(tl.float32)
-        b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
-                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
-        if KP > 1:
-            b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
-                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
-        if KP > 2:
-            b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
-                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
-        if KP > 3:
-            b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
-                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
         b_K_k0 = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
                 & (o_k0 < K)[None, :], other=0.)
         if KP > 1:
@@ -583,23 +572,10 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T, NP
         if KP > 3:
             b_K_k3 = tl.load(k + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
                     & (o_k3 < K)[None, :], other=0.)
-        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
-                other=0.)
         b_Gamma_log = tl.load(in_Gamma + (bos + tl.minimum(r_t, T - 1)) * H + i_h, mask=o_t >= 0,
                 other=0.).to(tl.float32)[:, None]
         b_Gamma_log_last = tl.load(in_Gamma + (bos + i_t * BT + n_r - 1) * H + i_h
                 + tl.zeros([1, 1], dtype=tl.int32)).to(tl.float32)
-        b_Wl_k0 = tl.load(in_Wl + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
-                & (o_k0 < K)[None, :], other=0.)
-        if KP > 1:
-            b_Wl_k1 = tl.load(in_Wl + ((bos + r_t[:, None]) * H + i_h) * K + o_k1[None, :], mask=m_r[:, None]
-                    & (o_k1 < K)[None, :], other=0.)
-        if KP > 2:
-            b_Wl_k2 = tl.load(in_Wl + ((bos + r_t[:, None]) * H + i_h) * K + o_k2[None, :], mask=m_r[:, None]
-                    & (o_k2 < K)[None, :], other=0.)
-        if KP > 3:
-            b_Wl_k3 = tl.load(in_Wl + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
-                    & (o_k3 < K)[None, :], other=0.)
         # gC = \boldsymbol{\gamma}_{[t]}^{C}   [program gdn_chunk_kda, under claims gdn.bwd.fwd_O, gdn.bwd.fwd_S]
         b_gC_log = tl.trans(b_Gamma_log_last)
         # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]} [program gdn_chunk_kda, under claims
@@ -624,6 +600,12 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T, NP
                     tl.trans(b_ds_k3).to(DT2).to(CT2), acc=b_dU_ksum0, input_precision=PREC2)
         b_dU = (b_dU_ksum0 + b_hr0)
         tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dU.to(r_hr0.dtype.element_ty))
+        b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
+                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
+        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
+                other=0.)
+        b_Wl_k0 = tl.load(in_Wl + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
+                & (o_k0 < K)[None, :], other=0.)
         # dS_prev = \gamma_{[t]}^{C} \delta \mathbf{S}_{[t]}^{C} + \delta \mathbf{O}_{[t]}^\top
         #   \overleftarrow{\mathbf{Q}_{[t]}} - \delta \mathbf{U}_{[t]}^\top \overleftarrow{\mathbf{W}_{[t]}} [claim
         #   gdn.bwd.dS_prev, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
@@ -632,15 +614,33 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T, NP
                 input_precision=PREC3))
                 - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_Wl_k0.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 1:
+            b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
+                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 1:
+            b_Wl_k1 = tl.load(in_Wl + ((bos + r_t[:, None]) * H + i_h) * K + o_k1[None, :], mask=m_r[:, None]
+                    & (o_k1 < K)[None, :], other=0.)
+        if KP > 1:
             b_dS_prev_k1 = (((b_ds_k1 * tl.exp(b_gC_log))
                     + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k1 * tl.exp(b_Ql_f)).to(DT3).to(CT3),
                     input_precision=PREC3))
                     - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_Wl_k1.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 2:
+            b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
+                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 2:
+            b_Wl_k2 = tl.load(in_Wl + ((bos + r_t[:, None]) * H + i_h) * K + o_k2[None, :], mask=m_r[:, None]
+                    & (o_k2 < K)[None, :], other=0.)
+        if KP > 2:
             b_dS_prev_k2 = (((b_ds_k2 * tl.exp(b_gC_log))
                     + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k2 * tl.exp(b_Ql_f)).to(DT3).to(CT3),
                     input_precision=PREC3))
                     - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_Wl_k2.to(DT3).to(CT3), input_precision=PREC3))
+        if KP > 3:
+            b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
+                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 3:
+            b_Wl_k3 = tl.load(in_Wl + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
+                    & (o_k3 < K)[None, :], other=0.)
         if KP > 3:
             b_dS_prev_k3 = (((b_ds_k3 * tl.exp(b_gC_log))
                     + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k3 * tl.exp(b_Ql_f)).to(DT3).to(CT3),

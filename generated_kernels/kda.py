@@ -590,19 +590,6 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T
         p_c = (boh + i_t) * H + i_h
         b_hr0 = tl.load(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
                 other=0.).to(tl.float32)
-        b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
-                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
-        if KP > 1:
-            b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
-                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
-        if KP > 2:
-            b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
-                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
-        if KP > 3:
-            b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
-                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
-        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
-                other=0.)
         b_Gamma_log_k0 = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k0[None, :],
                 mask=(o_k0 < K)[None, :], other=0.).to(tl.float32)
         if KP > 1:
@@ -635,17 +622,6 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T
                     & (o_k2 < K)[None, :], other=0.)
         if KP > 3:
             b_hs0_k3 = tl.load(in_hs0 + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
-                    & (o_k3 < K)[None, :], other=0.)
-        b_W_k0 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
-                & (o_k0 < K)[None, :], other=0.)
-        if KP > 1:
-            b_W_k1 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k1[None, :], mask=m_r[:, None]
-                    & (o_k1 < K)[None, :], other=0.)
-        if KP > 2:
-            b_W_k2 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k2[None, :], mask=m_r[:, None]
-                    & (o_k2 < K)[None, :], other=0.)
-        if KP > 3:
-            b_W_k3 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
                     & (o_k3 < K)[None, :], other=0.)
         # gC = \mathbf{\Gamma}_{[t]}^{C}   [program kda_chunk, under claims kda.O, kda.S.regrouped]
         b_gC_log_k0 = tl.trans(b_Gamma_log_last_k0)
@@ -680,6 +656,12 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T
                     input_precision=PREC2)
         b_dU = (b_dU_ksum0 + b_hr0)
         tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dU.to(r_hr0.dtype.element_ty))
+        b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
+                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
+        b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
+                other=0.)
+        b_W_k0 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
+                & (o_k0 < K)[None, :], other=0.)
         # dS_prev = \delta \mathbf{S}_{[t]}^{C} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) + \delta
         #   \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}_{[t]}} - \delta \mathbf{U}_{[t]}^\top \mathbf{W}_{[t]}
         #   [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
@@ -688,15 +670,33 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T
                 input_precision=PREC3))
                 - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W_k0.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 1:
+            b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
+                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 1:
+            b_W_k1 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k1[None, :], mask=m_r[:, None]
+                    & (o_k1 < K)[None, :], other=0.)
+        if KP > 1:
             b_dS_prev_k1 = (((b_ds_k1 * tl.exp(tl.trans(b_gC_log_k1)))
                     + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k1 * tl.exp(b_Ql_f_k1)).to(DT3).to(CT3),
                     input_precision=PREC3))
                     - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W_k1.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 2:
+            b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
+                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 2:
+            b_W_k2 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k2[None, :], mask=m_r[:, None]
+                    & (o_k2 < K)[None, :], other=0.)
+        if KP > 2:
             b_dS_prev_k2 = (((b_ds_k2 * tl.exp(tl.trans(b_gC_log_k2)))
                     + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k2 * tl.exp(b_Ql_f_k2)).to(DT3).to(CT3),
                     input_precision=PREC3))
                     - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W_k2.to(DT3).to(CT3), input_precision=PREC3))
+        if KP > 3:
+            b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
+                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
+        if KP > 3:
+            b_W_k3 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
+                    & (o_k3 < K)[None, :], other=0.)
         if KP > 3:
             b_dS_prev_k3 = (((b_ds_k3 * tl.exp(tl.trans(b_gC_log_k3)))
                     + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k3 * tl.exp(b_Ql_f_k3)).to(DT3).to(CT3),

@@ -62,10 +62,10 @@ def test_on_a_gpu_each_kernel_autotunes_over_its_neighbours(monkeypatch):
         kw = launch.kwargs
         assert "num_warps" not in kw and ("BV" in kw) == (name not in TUNED_BV), name
         tuned = launch.on(getattr(m, name)).f
-        assert isinstance(tuned, triton.runtime.autotuner.Autotuner) and len(tuned.configs) == len(configs)
+        assert isinstance(tuned.tuner, triton.runtime.autotuner.Autotuner) and len(tuned.tuner.configs) == len(configs)
         # a kernel that writes a tile over one it reads (the reverse scan's delta U over
         # hr0) has autotune put that back after each trial run, and only that one
-        assert list(tuned.restore_value) == list(launch.restore), name
+        assert list(tuned.tuner.restore_value) == list(launch.restore), name
         assert bool(launch.restore) == (name == "_dstateh_kernel"), name
         assert launch.on(getattr(m, name)).f is tuned        # built once
 
@@ -231,3 +231,46 @@ def test_blocks_padded_past_the_heads_compute_the_same(monkeypatch):
         assert rel_rms(b, a) < 1e-2
     for n in want[2]:
         assert rel_rms(got[2][n], want[2][n]) < 1e-2, n
+
+
+class _FakeTuner:
+    # triton.autotune's launch path as _Tuned uses it: it tunes, launches, sets best_config
+    def __init__(self, picks):
+        self.picks, self.calls, self.cache = picks, [], {}
+
+    def __getitem__(self, grid):
+        def run(*args, **kwargs):
+            self.calls.append((grid, args, kwargs))
+            self.best_config = triton.Config(self.picks.pop(0), num_warps=4, num_stages=2)
+        return run
+
+
+class _FakeKernel:
+    arg_names = ["x", "y", "H", "K", "BV"]
+
+    def __init__(self):
+        self.calls = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.calls.append((grid, args, kwargs))
+
+
+def test_a_tuned_key_launches_the_kernel_with_autotunes_pick():
+    # the first call of a key goes through autotune; later calls of that key launch the
+    # kernel with the pick (BV and warps), and another size or dtype goes to autotune again
+    rt = _runtime()
+    fn, tuner = _FakeKernel(), _FakeTuner([{"BV": 32}, {"BV": 64}, {"BV": 16}])
+    t = rt._Tuned(fn, ["H", "K"], tuner)
+    x, y = torch.zeros(2), torch.zeros(2, dtype=torch.bfloat16)
+    t[(1,)](x, y, 4, K=64)
+    assert len(tuner.calls) == 1 and not fn.calls
+    t[(2,)](x, y, 4, K=64)
+    assert len(tuner.calls) == 1
+    pick = triton.Config({"BV": 32}, num_warps=4, num_stages=2).all_kwargs()
+    assert fn.calls == [((2,), (x, y, 4), {"K": 64, **pick})]
+    t[(1,)](x, y, 8, K=64)                       # another H
+    t[(1,)](x, x, 4, K=64)                       # another dtype
+    assert len(tuner.calls) == 3 and len(fn.calls) == 1
+    t[(3,)](x, y, 8, K=64)
+    assert fn.calls[-1][2]["BV"] == 64
+    assert t.cache is tuner.cache

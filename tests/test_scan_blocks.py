@@ -87,7 +87,7 @@ def test_the_scans_autotune_per_number_of_programs(name):
             assert "NP" in getattr(m, k).arg_names, (name, k)
     kernel = getattr(m, "_state_kernel")
     tuned = rt._autotuned(kernel, (((("BV", 64),), 8, 2), ((("BV", 32),), 8, 2)))
-    assert "NP" in tuned.keys
+    assert "NP" in tuned.tuner.keys and "NP" in [n for n, _ in tuned.at]     # autotune's key and the pick's
     assert [rt.programs_key(n) for n in (32, 33, 64, 96)] == [32, 64, 64, 128]
 
 

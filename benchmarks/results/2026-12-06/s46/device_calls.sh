@@ -1,0 +1,26 @@
+# The device calls of session 46 written for its own tree (from the repository root on
+# the lent machine; .whl carried).  bash device_calls.sh N runs call N.
+set -u
+call="${1:?which call}"
+OUT="${OUT:-/tmp/out}"
+. benchmarks/gpu_setup.sh
+. benchmarks/tcache.sh
+tcache_restore > "$OUT/tcache.log" 2>&1
+{ nvidia-smi -L; python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } > "$OUT/gpu.txt" 2>&1
+case "$call" in
+1)  # after _Tuned (autotune's pick launched directly once tuned) and late_loads (the
+    # reverse scan's second-phase loads issued where first read): the host's issue time
+    # at (8, 2048, 16, 64), the reverse scan as now printed beside copy m9, and
+    # forward + backward against FLA for the four variants whose reverse scan changed
+    timeout 120 python3 benchmarks/host_time.py --variants gla,gated_delta_rule --fla gla,gated_delta_rule \
+        --fla-force --shape 8,2048,16,64 --out "$OUT/host_d64.md" 2> "$OUT/host.log"
+    cat "$OUT/host_d64.md" | head -12
+    timeout 130 python3 benchmarks/scan_mix_probe.py --mixes shipped,m9 --shape 2,16384,16,128 \
+        --err-shape 1,1024,2,128 --budget 110 --out "$OUT/scan_mix.md" 2> "$OUT/scan_mix.log"
+    cut -c1-60 "$OUT/scan_mix.md"
+    timeout 170 chunkproof bench --fla-force --reps 3 -o "$OUT/bench.json" --variant \
+        gated_delta_rule,kda,dplr_delta_rule,delta_rule --mode fwd+bwd --budget 150 --no-sdpa \
+        --shapes 4x4096x16x128 > "$OUT/bench.txt" 2>&1
+    grep "^|" "$OUT/bench.txt" | tail -n +3
+    ;;
+esac
