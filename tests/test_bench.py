@@ -337,3 +337,19 @@ def test_a_derivation_file_is_printed_gated_and_timed(capsys, tmp_path, fake_fla
     assert code == 0 and row["variant"] == "my_deltanet" and row["ours_ms"] > 0, err
     assert row["max_rel_err_ours"] < 5e-2 and row["fla_ms"] is None
     assert "fla: FLA has no op of my_deltanet" in doc["details"][0]["notes"]
+
+
+def test_the_table_names_each_tensor_whose_error_is_over_flas():
+    # the max-error column shows one number per side; a note names every tensor of ours
+    # over FLA's on the same inputs, worst first, and none where all are at or under
+    from chunkproof.bench import report
+    row = dict(dict.fromkeys(ROW_KEYS), variant="retention", mode="fwd+bwd", B=1, T=64, H=2, D=16,
+               max_rel_err_ours=2.7e-3, max_rel_err_fla=2.5e-3)
+    over = {"variant": "retention", "mode": "fwd+bwd", "notes": [],
+            "errors": {"ours": {"o": 2.768e-3, "dq": 2.5e-3, "dv": 2.664e-3, "dk": 1e-3},
+                       "fla": {"o": 2.503e-3, "dq": 2.6e-3, "dv": 2.359e-3, "dk": 1e-3}}}
+    text = report.table(report.document([row], [over], {"device": "x"}, True))
+    assert "- retention fwd+bwd (1, 64, 2, 16): ours over FLA's error on dv 1.129x, o 1.106x" in text
+    under = dict(over, errors={"ours": {"o": 1e-3}, "fla": {"o": 2e-3}})
+    assert "over FLA's error" not in report.table(report.document([row], [under], {"device": "x"}, True))
+    assert report.errors_over_fla({"notes": []}) == []          # a row FLA did not run

@@ -100,7 +100,20 @@ def table(doc):
                      f"{_ratio(r['floor_ms'], r['ours_ms'])} | {_ratio(r['floor_ms'], r['fla_ms'])} | "
                      f"{_f(r['ours_peak_mib'], 1)} / {_f(r['fla_peak_mib'], 1)} | {err} | {r['fla_backend'] or '-'} |")
         notes += [f"- {r['variant']} {r['mode']} ({shape}): {n}" for n in d.get("notes", [])]
+        over = errors_over_fla(d)
+        if over:
+            notes.append(f"- {r['variant']} {r['mode']} ({shape}): ours over FLA's error on " +
+                         ", ".join(f"{n} {ratio:.3f}x" for n, ratio in over))
     return "\n".join(head + [""] + lines + ([""] + notes if notes else [])) + "\n"
+
+
+def errors_over_fla(detail):
+    """[(tensor, ours / FLA's)] of the tensors whose error of ours is over FLA's on the
+    same inputs, worst first (the target is at or under FLA's on every tensor)."""
+    errs = detail.get("errors", {})
+    ours, theirs = errs.get("ours", {}), errs.get("fla", {})
+    over = [(n, e / theirs[n]) for n, e in ours.items() if theirs.get(n) and e > theirs[n]]
+    return sorted(over, key=lambda x: -x[1])
 
 
 def merge(docs, variants=()):
