@@ -32,4 +32,19 @@ case "$call" in
         --err-shape 1,1024,2,128 --budget 85 --out "$OUT/scan_mix.md" 2> "$OUT/scan_mix.log"
     cut -c1-60 "$OUT/scan_mix.md"
     ;;
+3)  # rows never run against FLA, a whole call for FLA's first compiles: DeltaNet at
+    # (8, 2048, 16, 64), then DeltaNet and simple GLA at (2, 16384, 16, 128)
+    timeout 560 chunkproof bench --fla-force --reps 3 -o "$OUT/bench_rest1.json" --variant \
+        delta_rule,simple_gla --mode fwd+bwd --budget 520 --no-sdpa \
+        --shapes 8x2048x16x64,2x16384x16x128 > "$OUT/bench_rest1.txt" 2>&1
+    grep "^|\|over FLA" "$OUT/bench_rest1.txt" | tail -n +3
+    timeout 30 bash -c '. benchmarks/tcache.sh; tcache_pack "$0" && rm -f "$0"/tcache.part*' "$OUT"
+    ;;
+4)  # RetNet and RWKV-6 at (2, 16384, 16, 128)
+    timeout 560 chunkproof bench --fla-force --reps 3 -o "$OUT/bench_rest2.json" --variant \
+        retention,rwkv6 --mode fwd+bwd --budget 520 --no-sdpa \
+        --shapes 2x16384x16x128 > "$OUT/bench_rest2.txt" 2>&1
+    grep "^|\|over FLA" "$OUT/bench_rest2.txt" | tail -n +3
+    timeout 30 bash -c '. benchmarks/tcache.sh; tcache_pack "$0" && rm -f "$0"/tcache.part*' "$OUT"
+    ;;
 esac
