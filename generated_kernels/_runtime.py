@@ -418,10 +418,18 @@ class Launch:
 
     def on(self, fn):
         """What to launch: ``fn``, or its autotuned form; a guarded kernel's two passes;
-        a launch that runs out of resources says which kernel it was (explains_resources)."""
-        f = _autotuned(fn, tuple((tuple(sorted(b.items())), w, st) for b, w, st in self.configs()), self.restore) \
-            if self.autotune else fn
-        return _Named(_Passes(f, self.passes()) if self.guarded else f, self.kernel)
+        a launch that runs out of resources says which kernel it was (explains_resources).
+        Built once per launch and kernel: the launch comes from cached_specs, so later
+        calls of the same shapes find it (its fields do not change)."""
+        built = self.__dict__.get("_built")
+        if built is None:
+            built = {}
+            object.__setattr__(self, "_built", built)     # frozen: a cache, not a field
+        if id(fn) not in built:
+            f = _autotuned(fn, tuple((tuple(sorted(b.items())), w, st) for b, w, st in self.configs()),
+                           self.restore) if self.autotune else fn
+            built[id(fn)] = (fn, _Named(_Passes(f, self.passes()) if self.guarded else f, self.kernel))
+        return built[id(fn)][1]
 
 
 class _Named:

@@ -274,3 +274,18 @@ def test_a_tuned_key_launches_the_kernel_with_autotunes_pick():
     t[(3,)](x, y, 8, K=64)
     assert fn.calls[-1][2]["BV"] == 64
     assert t.cache is tuner.cache
+
+
+def test_a_launch_builds_what_it_launches_once_per_kernel(monkeypatch):
+    # on() is asked on every call; the launch (from cached_specs) keeps what it built,
+    # per kernel, and a launch made anew builds its own
+    import dataclasses
+    m = cases.module("gla")
+    monkeypatch.setattr(m, "autotuning", lambda til, dev: True)
+    launch = _uncached_specs(m)(torch.bfloat16, torch.device("cpu"), 64, 64)["_state_kernel"]
+    first = launch.on(m._state_kernel)
+    assert launch.on(m._state_kernel) is first and first.f.fn is m._state_kernel
+    other = launch.on(m._dstate_kernel)
+    assert other is not first and other.f.fn is m._dstate_kernel
+    again = dataclasses.replace(launch, num_warps=8 if launch.num_warps == 4 else 4)
+    assert again.on(m._state_kernel) is not first and again.on(m._state_kernel).f is not first.f
