@@ -16,7 +16,8 @@ and a continued line belong to the line above them at the loop body's indent).""
 import re
 from typing import List, Optional, Set
 
-_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+from .ksplit import _NAME
+
 _LOAD = re.compile(r"^(?:if KP > \d+:\s*)?(b_\w+) = tl\.load\((\w+)\b")
 _STORE = re.compile(r"^(?:if KP > \d+:\s*)?tl\.store\((\w+)\b")
 _ASSIGN = re.compile(r"^(?:if KP > \d+:\s*)?(\w+) (?:=|\+=|-=) ")
@@ -34,12 +35,9 @@ class _Group:
         self.load_from = load.group(2) if load else None
         self.store_to = store.group(1) if store else None
         self.target = assign.group(1) if assign else None
-
-    def reads(self) -> Set[str]:
-        if self.comment:
-            return set()
-        names = set(_NAME.findall(self.text))
-        return names - {self.target} if self.target and self.text.count(self.target) == 1 else names
+        # the names it reads: all it names but its target, unless the target is named again
+        names = [] if self.comment else _NAME.findall(self.text)
+        self.reads = set(names) - {self.target} if names.count(self.target) == 1 else set(names)
 
 
 def _groups(body: List[str], indent: int) -> List[_Group]:
@@ -56,7 +54,7 @@ def _second_phase(groups: List[_Group]) -> Optional[int]:
     """The index of the step's first store of a tile the step computed, or None."""
     assigned: Set[str] = set()
     for i, g in enumerate(groups):
-        if g.store_to and {n for n in g.reads() if n.startswith("b_")} & assigned:
+        if g.store_to and {n for n in g.reads if n.startswith("b_")} & assigned:
             return i
         if g.target:
             assigned.add(g.target)
@@ -71,11 +69,11 @@ def _reorder(groups: List[_Group]) -> List[_Group]:
     for i, g in enumerate(groups):
         if not g.load:
             continue
-        readers = [j for j in range(i + 1, len(groups)) if g.load in groups[j].reads()]
+        readers = [j for j in range(i + 1, len(groups)) if g.load in groups[j].reads]
         if not readers or readers[0] <= split:
             continue
         between = groups[i + 1:readers[0]]
-        operands = g.reads() - {g.load}
+        operands = g.reads - {g.load}
         if any(h.target in operands or h.store_to == g.load_from for h in between):
             continue
         at = readers[0]
