@@ -172,11 +172,12 @@ def _live(lines: List[Line], roots) -> List[Line]:
 
 
 def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_loads=(), extra_env=None,
-           gradient=False, mixing=None) -> Stage:
+           gradient=False, mixing=None, scan=False) -> Stage:
     """Print ``kp``.  ``roots``: the tiles the skeleton reads besides the finals and the
     passed tiles written (a line no root reaches is not printed).  ``gradient``: a
     gradient kernel (precise lines); ``mixing`` (default: ``gradient``): a kernel whose
-    lines Variant.mixed_lines may name (the gradient kernels and the reverse scan's)."""
+    lines Variant.mixed_lines may name (the gradient kernels and the reverse scan's);
+    ``scan``: a sequential kernel (row gates stay on their operands: TritonPrinter.pull_gates)."""
     mixing = gradient if mixing is None else mixing
     plan = kp.plan
     v = plan.variant
@@ -238,6 +239,7 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
             Val(f"b_{r}", dmap[r].shape(), raw=not stored_fp32(plan, r), last=f"b_{r}_last" if r in plan.sums else None)
     pr = TritonPrinter(env, lambda e: unit_lower(e, dmap, plan.diagonal), where, defs=dmap)
     pr.precise = gradient
+    pr.pull_gates = not scan
     # Variant.precise_lines: the lines whose gated products take GPREC (None: all)
     gprec = lambda n: "GPREC" if v.precise_lines is None or n in v.precise_lines else "PREC2"     # noqa: E731
     # Variant.mixed_lines, in the kernels whose family the planner may narrow from tf32_mixed
@@ -370,7 +372,8 @@ def forward_stages(plan: Plan):
     if plan.intra:
         intra = _stage(KernelPlan(plan, plan.intra, writes=plan.intra_writes, cites=cites), f"{name} intra kernel")
     s, o = plan.state_stage, plan.out_stage
-    state = _stage(KernelPlan(plan, s.computes, [_final(plan, "S")], s.reads, cites=cites), f"{name} state kernel")
+    state = _stage(KernelPlan(plan, s.computes, [_final(plan, "S")], s.reads, cites=cites), f"{name} state kernel",
+                   scan=True)
     out = _stage(KernelPlan(plan, o.computes, [_final(plan, "O")], o.reads, cites=cites), f"{name} output kernel",
                  state_in_memory=True)
     return intra, state, out
@@ -524,7 +527,7 @@ def backward_stages(plan: Plan, bwd) -> BackwardStages:
 
     def printed(kp, where, sequential=False, given_env=None, **kw):
         kenv = dict(env, **(given_env or {}))
-        st = _stage(kp, f"{name} {where}", extra_loads=loads, extra_env=kenv, **kw)
+        st = _stage(kp, f"{name} {where}", extra_loads=loads, extra_env=kenv, scan=sequential, **kw)
         if sequential or not plan.hoisted & set(kp.reads):
             return st
         # a parallel kernel reads a scan's gated operand only where that moves fewer

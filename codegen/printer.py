@@ -134,6 +134,11 @@ class TritonPrinter(Visitor):
         # whether this kernel's precise lines take GPREC in every product (the gradient
         # kernels; GPREC is their grad_gated type)
         self.precise = False
+        # whether a raw tile's row (column) gate is applied to the product's rows (columns)
+        # rather than to the tile (_pulled_gate): the parallel kernels.  The scans keep the
+        # gate on the operand: pulled there, the planner's bf16-state target took a cheaper
+        # reverse scan whose dh0 was 3.5x FLA's (docs/measurements.md, session 41)
+        self.pull_gates = False
 
     def fail(self, e: ir.Expr, why: str):
         raise CodegenError(f"{self.where}: cannot print ${to_latex(e)}$: {why}")
@@ -478,6 +483,9 @@ class TritonPrinter(Visitor):
             ac = f"({a.code} * tl.exp({a.fac} - {mid}))"
             bc = f"({b.code} * tl.exp({b.fac} + {_t(mid)}))"
         else:
+            pulled = self._pulled_gate(a, b, shape, inner)
+            if pulled is not None:
+                return pulled
             ac, bc = self.dense(a), self.dense(b)
             if shape[1] == "1" and isinstance(e.a, ir.Transpose) and inner != "1":
                 return Val(_colsums(self.dense(self.p(e.a.a)), bc), shape)      # X^T y
@@ -489,6 +497,22 @@ class TritonPrinter(Visitor):
             return Val(f"tl.sum({_t(ac)} * {bc}, axis=0, keep_dims=True)", shape)
         return Val(self._dot(Val(ac, (), raw=a.raw and a.fac is None), Val(bc, (), raw=b.raw and b.fac is None)),
                    shape)
+
+    def _pulled_gate(self, a: Val, b: Val, shape: tuple, inner: str) -> Optional[Val]:
+        """(x exp(f)) y with f one value per row of the product (or x (y exp(h)), h one per
+        column): x y with the factor on the product's rows (columns).  A tile read from
+        memory then reaches the product exact in its memory dtype, not rounded after its
+        gate; a computed one is rounded once either way.  Only where ``pull_gates`` is on
+        (the parallel kernels)."""
+        if not self.pull_gates or "1" in (inner, shape[0], shape[1]):
+            return None
+        for x, y, fshape in ((a, b, (shape[0], "1")), (b, a, ("1", shape[1]))):
+            if x.fac is not None and x.facshape == fshape and y.fac is None \
+                    and not (x.terms or x.mix or y.terms or y.mix or y.diag):
+                xr, yv = Val(x.code, (), raw=x.raw), Val(self.dense(y), (), raw=y.raw)
+                code = self._dot(xr, yv) if x is a else self._dot(yv, xr)
+                return Val(code, shape, fac=x.fac, facshape=fshape)
+        return None
 
     def _dot(self, a: Val, b: Val) -> str:
         # the host picks each kind's product type (see dot_types)

@@ -408,7 +408,7 @@ def _out_kernel(q, k, in_Gamma, in_Wl, in_U, h, o, scale, T,
     # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}}
     #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],new} [claim gdn.bwd.fwd_O,
     #   002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-    b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3)
+    b_O = ((tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f))
             + tl.dot(tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3)
             * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2),
             b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
@@ -878,8 +878,8 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr5, r_vr6, r_vr7, w_dX
     #   \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) + (\delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top)
     #   \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) [claim gdn.bwd.dA, 002_6404d08dac0301ed.txt §4.1 前向传播,
     #   line 118]
-    b_dAt = ((tl.dot(b_dWl.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2),
-            input_precision=PREC2)
+    b_dAt = (((tl.dot(b_dWl.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3)
+            * tl.exp(tl.trans(b_Kl_f)))
             * tl.trans(b_Beta))
             + (b_vr3 * tl.trans(b_Beta)))
     # dXt = -\widetilde{\mathbf{A}}_{[t]}^\top \delta \widetilde{\mathbf{A}}_{[t]} \widetilde{\mathbf{A}}_{[t]}^\top
@@ -910,8 +910,8 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr5, r_vr6, r_vr7, w_dX
             tl.trans((((((b_vr5
             + (b_Beta
             * tl.trans(tl.sum(b_At
-            * tl.dot(b_dWl.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2),
-            input_precision=PREC2),
+            * (tl.dot(b_dWl.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3)
+            * tl.exp(tl.trans(b_Kl_f))),
             axis=0, keep_dims=True))))
             - b_vr6)
             + tl.sum(((tl.where(m_incl, b_vr1, 0.)
@@ -942,8 +942,8 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr5, r_vr6, r_vr7, w_dX
     #   \mathbf{M}_{-1}\right)^\top\right) [claim gdn.bwd.dbeta_grouped, 002_6404d08dac0301ed.txt §4.1 前向传播,
     #   line 118]
     b_g_beta = ((tl.trans(tl.sum(b_At
-            * tl.dot(b_dWl.to(DT2).to(CT2), (tl.trans(b_K) * tl.exp(tl.trans(b_Kl_f))).to(DT2).to(CT2),
-            input_precision=PREC2),
+            * (tl.dot(b_dWl.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3)
+            * tl.exp(tl.trans(b_Kl_f))),
             axis=0, keep_dims=True))
             + tl.trans(tl.sum(b_At * b_vr3, axis=0, keep_dims=True)))
             + tl.sum(b_dXt

@@ -46,7 +46,7 @@ RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 
 FP32_TILES = ["Gamma", "gamma_log"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
-STORED_TYPES = {"dh": [('_dgradk_kernel', 'DT3'), ('_dgradv_kernel', 'DT2')]}
+STORED_TYPES = {"dh": [('_dgradk_kernel', 'DT3'), ('_dgradv_kernel', 'DT3')]}
 # tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
 # reduction, layout "vsum", only where one V block covers V), with the tiles written over
 # them: name -> layout
@@ -282,7 +282,7 @@ def _out_kernel(q, k, v, in_Gamma, h, o, scale, T,
     #   \overrightarrow{\mathbf{K}}^\top \odot \mathbf{M}\right) \mathbf{V}\right) [claim retention.O, retention.py
     #   §chunk forward]
     b_O = (1.0
-            * (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3)
+            * ((tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f))
             + tl.dot(tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3)
             * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.).to(DT3).to(CT3),
             b_V.to(DT3).to(CT3), input_precision=PREC3)))
@@ -499,8 +499,8 @@ def _dgradv_kernel(q, k, do, in_Gamma, h, dh, d_v, scale, T, NCH,
     # g_v = \gamma^C \overrightarrow{\mathbf{K}} \delta \mathbf{S}_{[t]}^\top + \tau \left(\overrightarrow{\mathbf{K}}
     #   \overleftarrow{\mathbf{Q}}^\top \odot \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]} [claim retention.dV,
     #   retention.py §input gradients]
-    b_g_v = (tl.dot((b_K * tl.exp((b_Kr_f + b_gC_log))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2),
-            input_precision=PREC2)
+    b_g_v = ((tl.dot(b_K.to(DT3).to(CT3), tl.trans(b_ds).to(DT3).to(CT3), input_precision=PREC3)
+            * tl.exp((b_Kr_f + b_gC_log)))
             + (1.0
             * tl.dot(tl.where(m_upper, tl.dot(b_K.to(DT3).to(CT3), tl.trans(b_Q).to(DT3).to(CT3), input_precision=PREC3)
             * tl.exp(b_Kr_f + tl.trans(b_Ql_f)), 0.).to(DT3).to(CT3),
@@ -783,7 +783,7 @@ def _backward(q, k, v, do, dht, scale, initial_state=None, chunk_size=None, kept
         Gamma = kept.pop("Gamma")
     # the V kernel, its only reader, rounds it to its product type: it is stored in that type
     dh = torch.empty(B, NT, H, K, V,
-            dtype=spec.dh_type(q.dtype, [('_dgradk_kernel', 'DT3'), ('_dgradv_kernel', 'DT2')]), device=q.device)
+            dtype=spec.dh_type(q.dtype, [('_dgradk_kernel', 'DT3'), ('_dgradv_kernel', 'DT3')]), device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
     spec["_dstate_kernel"].on(_dstate_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NS * H)](q, do, Gamma, dh,
             dht if dht is not None else dh0, dh0, scale, T,

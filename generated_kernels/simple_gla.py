@@ -279,7 +279,7 @@ def _out_kernel(q, k, v, in_Gc, h, o, scale, T,
     # O = \overleftarrow{\mathbf{Q}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}}
     #   \overrightarrow{\mathbf{K}}^\top \odot \mathbf{M}\right) \mathbf{V} [claim simple_gla.O, simple_gla.py §chunk
     #   forward]
-    b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3)
+    b_O = ((tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f))
             + tl.dot(tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3)
             * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.).to(DT3).to(CT3),
             b_V.to(DT3).to(CT3), input_precision=PREC3))
@@ -505,8 +505,8 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
     # g_v = \exp\left(g^C\right) \overrightarrow{\mathbf{K}} \delta \mathbf{S}_{[t]}^\top +
     #   \left(\overrightarrow{\mathbf{K}} \overleftarrow{\mathbf{Q}}^\top \odot \mathbf{M}^\top\right) \delta
     #   \mathbf{O}_{[t]} [claim simple_gla.dV, simple_gla.py §input gradients]
-    b_g_v = (tl.dot((b_K * tl.exp((b_Kr_f + b_gC))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2),
-            input_precision=PREC2)
+    b_g_v = ((tl.dot(b_K.to(DT3).to(CT3), tl.trans(b_ds).to(DT3).to(CT3), input_precision=PREC3)
+            * tl.exp((b_Kr_f + b_gC)))
             + tl.dot(tl.where(m_upper, tl.dot(b_K.to(DT3).to(CT3), tl.trans(b_Q).to(DT3).to(CT3), input_precision=PREC3)
             * tl.exp(b_Kr_f + tl.trans(b_Ql_f)), 0.).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3))

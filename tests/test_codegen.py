@@ -506,3 +506,34 @@ def test_the_recurrent_form_takes_its_launch_from_recurrent_spec(name, monkeypat
     kwargs = seen[0][1]
     assert {n: x for n, x in kwargs.items() if n in want} == want
     assert set(kwargs) - set(want) <= _RUNTIME_KWARGS
+
+
+def test_a_row_or_column_gate_goes_on_the_product_in_parallel_kernels_only():
+    """(X exp(f)) Yᵀ with f one value per row: a parallel kernel multiplies the tiles as
+    read and scales the product's rows (X reaches the tensor cores unrounded); a scan
+    keeps the gate on its operand (TritonPrinter.pull_gates)."""
+    from chunkproof.codegen.printer import TritonPrinter, Val
+    X, Y = ir.Var("X", "C", "Dk"), ir.Var("Y", "Dv", "Dk")
+    env = {"X": Val("b_X", ("C", "Dk"), raw=True, fac="b_f", facshape=("C", "1")),
+           "Y": Val("b_Y", ("Dv", "Dk"), raw=True)}
+    printed = {}
+    for pull in (False, True):
+        pr = TritonPrinter(env, lambda e: False, "test")
+        pr.pull_gates = pull
+        printed[pull] = [pr.p(ir.MatMul(X, Y.T)), pr.p(ir.MatMul(Y, X.T))]
+    rows, cols = printed[True]
+    assert rows.code == "tl.dot(b_X.to(DT).to(CT), tl.trans(b_Y).to(DT).to(CT), input_precision=PREC)"
+    assert (rows.fac, rows.facshape) == ("b_f", ("C", "1"))
+    assert cols.code == "tl.dot(b_Y.to(DT).to(CT), tl.trans(b_X).to(DT).to(CT), input_precision=PREC)"
+    assert (cols.fac, cols.facshape) == ("tl.trans(b_f)", ("1", "C"))
+    rows, cols = printed[False]
+    assert rows.fac is None and "tl.dot((b_X * tl.exp(b_f))" in rows.code
+    assert cols.fac is None and "(tl.trans(b_X) * tl.exp(tl.trans(b_f)))" in cols.code
+
+
+def test_bundled_output_kernels_scale_the_products_rows_and_scans_their_operands():
+    p = plan.load_variant(BY_NAME["retention"])
+    _, state, out = emit.forward_stages(p)
+    o = next(ln.code for ln in out.lines if ln.target == "b_O")
+    assert "tl.dot(b_Q.to(" in o and "* tl.exp(b_Ql_f))" in o
+    assert any("(b_K_k0 * tl.exp(" in ln.code or "(b_K * tl.exp(" in ln.code for ln in state.lines)
