@@ -20,7 +20,7 @@ literally would be slow or would overflow:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 from chunkproof.derivations import ir
 from chunkproof.derivations.latex import to_latex
@@ -97,6 +97,28 @@ def _vector_gated(x: Val, y: Val, d: str) -> bool:
     """x y with a gate factor per row and channel on each side (a C x d times d x C product)."""
     return x.fac is not None and y.fac is not None and x.facshape == ("C", d) \
         and y.facshape == (d, "C") and d != "1"
+
+
+def _inner_gate_moved(a: Val, b: Val, ashape: tuple, bshape: tuple) -> Tuple[Val, Val]:
+    """x (y exp(f)) with f one value per index of the contraction, y read from memory:
+    f moved onto x where x is computed (it is rounded for the product anyway, and y
+    then goes to the tensor cores exact and untouched), or where x is also read from
+    memory but spans V (a V block) while y spans K (all of it: fewer values scaled).
+    The same for (x exp(f)) y."""
+    inner = ashape[1]
+    if inner == "1" or (a.fac is None) == (b.fac is None) or any(v.terms or v.mix or v.diag or v.masked
+                                                                 for v in (a, b)):
+        return a, b
+    # g: the gated operand, o: the other; the factor's shape on each, as a contraction factor
+    if b.fac is not None:
+        g, o, gfree, ofree, gshape, oshape = b, a, bshape[1], ashape[0], (inner, "1"), ("1", inner)
+    else:
+        g, o, gfree, ofree, gshape, oshape = a, b, ashape[0], bshape[1], ("1", inner), (inner, "1")
+    if g.facshape != gshape or not g.raw or (o.raw and not (ofree == "Dv" and gfree == "Dk")) or o.code is None:
+        return a, b
+    moved = Val(o.code, o.shape, fac=_t(g.fac), facshape=oshape, raw=o.raw)
+    plain = Val(g.code, g.shape, raw=True)
+    return (moved, plain) if o is a else (plain, moved)
 
 
 def _gated(v: Val) -> bool:
@@ -483,6 +505,7 @@ class TritonPrinter(Visitor):
             ac = f"({a.code} * tl.exp({a.fac} - {mid}))"
             bc = f"({b.code} * tl.exp({b.fac} + {_t(mid)}))"
         else:
+            a, b = _inner_gate_moved(a, b, e.a.shape(), e.b.shape())
             pulled = self._pulled_gate(a, b, shape, inner)
             if pulled is not None:
                 return pulled

@@ -181,8 +181,8 @@ def _intra_wide_kernel(k, v, beta, in_Gamma, in_At, out_Wl, out_U, scale, T,
     b_Kl_f = b_Gamma_log
     # Wl = \widetilde{\mathbf{A}}_{[t]} \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right)
     #   \overleftarrow{\mathbf{K}_{[t]}} [program gdn_chunk_kda, under claims gdn.bwd.fwd_O, gdn.bwd.fwd_S]
-    b_Wl = tl.dot((b_At * tl.trans(b_Beta)).to(DT2).to(CT2), (b_K * tl.exp(b_Kl_f)).to(DT2).to(CT2),
-            input_precision=PREC2)
+    b_Wl = tl.dot(((b_At * tl.trans(b_Beta)) * tl.exp(tl.trans(b_Kl_f))).to(DT3).to(CT3), b_K.to(DT3).to(CT3),
+            input_precision=PREC3)
     tl.store(out_Wl + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_Wl.to(out_Wl.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # U = \widetilde{\mathbf{A}}_{[t]} \text{Diag}\left(\boldsymbol{\beta}_{[t]}\right) \mathbf{V}_{[t]} [program
@@ -320,20 +320,20 @@ def _state_kernel(k, in_Gamma, in_Wl, in_U, h, h0, ht, scale, T, NP,
         #   \overrightarrow{\mathbf{K}_{[t]}}\right) [claim gdn.bwd.fwd_S, 002_6404d08dac0301ed.txt §4.1 前向传播,
         #   line 118]
         b_S_k0 = ((b_s_k0 * tl.exp(b_gC_log))
-                + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), (b_K_k0 * tl.exp((b_Kr_f + b_gC_log))).to(DT2).to(CT2),
-                input_precision=PREC2))
+                + tl.dot((tl.trans(b_Vnew) * tl.exp(tl.trans((b_Kr_f + b_gC_log)))).to(DT3).to(CT3),
+                b_K_k0.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 1:
             b_S_k1 = ((b_s_k1 * tl.exp(b_gC_log))
-                    + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), (b_K_k1 * tl.exp((b_Kr_f + b_gC_log))).to(DT2).to(CT2),
-                    input_precision=PREC2))
+                    + tl.dot((tl.trans(b_Vnew) * tl.exp(tl.trans((b_Kr_f + b_gC_log)))).to(DT3).to(CT3),
+                    b_K_k1.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 2:
             b_S_k2 = ((b_s_k2 * tl.exp(b_gC_log))
-                    + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), (b_K_k2 * tl.exp((b_Kr_f + b_gC_log))).to(DT2).to(CT2),
-                    input_precision=PREC2))
+                    + tl.dot((tl.trans(b_Vnew) * tl.exp(tl.trans((b_Kr_f + b_gC_log)))).to(DT3).to(CT3),
+                    b_K_k2.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 3:
             b_S_k3 = ((b_s_k3 * tl.exp(b_gC_log))
-                    + tl.dot(tl.trans(b_Vnew).to(DT2).to(CT2), (b_K_k3 * tl.exp((b_Kr_f + b_gC_log))).to(DT2).to(CT2),
-                    input_precision=PREC2))
+                    + tl.dot((tl.trans(b_Vnew) * tl.exp(tl.trans((b_Kr_f + b_gC_log)))).to(DT3).to(CT3),
+                    b_K_k3.to(DT3).to(CT3), input_precision=PREC3))
 
         b_s_k0 = b_S_k0
         if KP > 1:

@@ -198,20 +198,20 @@ def _state_kernel(k, v, in_Gamma, h, h0, ht, scale, T, NP,
         # S = \gamma^C \left(\mathbf{S}_{[t-1]}^{C} + \mathbf{V}^\top \overrightarrow{\mathbf{K}}\right) [claim
         #   retention.S, retention.py §chunk forward]
         b_S_k0 = ((b_s_k0 * tl.exp(b_gC_log))
-                + tl.dot(tl.trans(b_V).to(DT3).to(CT3), (b_K_k0 * tl.exp((b_Kr_f + b_gC_log))).to(DT3).to(CT3),
-                input_precision=PREC3))
+                + tl.dot((tl.trans(b_V) * tl.exp(tl.trans((b_Kr_f + b_gC_log)))).to(DT3).to(CT3),
+                b_K_k0.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 1:
             b_S_k1 = ((b_s_k1 * tl.exp(b_gC_log))
-                    + tl.dot(tl.trans(b_V).to(DT3).to(CT3), (b_K_k1 * tl.exp((b_Kr_f + b_gC_log))).to(DT3).to(CT3),
-                    input_precision=PREC3))
+                    + tl.dot((tl.trans(b_V) * tl.exp(tl.trans((b_Kr_f + b_gC_log)))).to(DT3).to(CT3),
+                    b_K_k1.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 2:
             b_S_k2 = ((b_s_k2 * tl.exp(b_gC_log))
-                    + tl.dot(tl.trans(b_V).to(DT3).to(CT3), (b_K_k2 * tl.exp((b_Kr_f + b_gC_log))).to(DT3).to(CT3),
-                    input_precision=PREC3))
+                    + tl.dot((tl.trans(b_V) * tl.exp(tl.trans((b_Kr_f + b_gC_log)))).to(DT3).to(CT3),
+                    b_K_k2.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 3:
             b_S_k3 = ((b_s_k3 * tl.exp(b_gC_log))
-                    + tl.dot(tl.trans(b_V).to(DT3).to(CT3), (b_K_k3 * tl.exp((b_Kr_f + b_gC_log))).to(DT3).to(CT3),
-                    input_precision=PREC3))
+                    + tl.dot((tl.trans(b_V) * tl.exp(tl.trans((b_Kr_f + b_gC_log)))).to(DT3).to(CT3),
+                    b_K_k3.to(DT3).to(CT3), input_precision=PREC3))
 
         b_s_k0 = b_S_k0
         if KP > 1:

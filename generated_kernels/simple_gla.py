@@ -23,8 +23,8 @@ from ._runtime import (  # noqa: F401
 TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
         out_warps=4, out_stages=2, grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, prep_dots='input',
         scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='input', grad_dots='tf32',
-        grad_gated='tf32x3', dh_store='input', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32,
-        fp32_wide_BV=16, fp32_stages=1)
+        grad_gated='tf32x3', dh_store='fp32', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16,
+        fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'head'))
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
 # for nothing, what it asks for); accepted at that value, refused by name otherwise
@@ -196,20 +196,20 @@ def _state_kernel(k, v, in_Gc, h, h0, ht, scale, T, NP,
         # S = \exp\left(g^C\right) \left(\mathbf{S}_{[t-1]}^{C} + \mathbf{V}^\top \overrightarrow{\mathbf{K}}\right)
         #   [claim simple_gla.S, simple_gla.py §chunk forward]
         b_S_k0 = ((b_s_k0 * tl.exp(b_gC))
-                + tl.dot(tl.trans(b_V).to(DT3).to(CT3), (b_K_k0 * tl.exp((b_Kr_f + b_gC))).to(DT3).to(CT3),
+                + tl.dot((tl.trans(b_V) * tl.exp(tl.trans((b_Kr_f + b_gC)))).to(DT3).to(CT3), b_K_k0.to(DT3).to(CT3),
                 input_precision=PREC3))
         if KP > 1:
             b_S_k1 = ((b_s_k1 * tl.exp(b_gC))
-                    + tl.dot(tl.trans(b_V).to(DT3).to(CT3), (b_K_k1 * tl.exp((b_Kr_f + b_gC))).to(DT3).to(CT3),
-                    input_precision=PREC3))
+                    + tl.dot((tl.trans(b_V) * tl.exp(tl.trans((b_Kr_f + b_gC)))).to(DT3).to(CT3),
+                    b_K_k1.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 2:
             b_S_k2 = ((b_s_k2 * tl.exp(b_gC))
-                    + tl.dot(tl.trans(b_V).to(DT3).to(CT3), (b_K_k2 * tl.exp((b_Kr_f + b_gC))).to(DT3).to(CT3),
-                    input_precision=PREC3))
+                    + tl.dot((tl.trans(b_V) * tl.exp(tl.trans((b_Kr_f + b_gC)))).to(DT3).to(CT3),
+                    b_K_k2.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 3:
             b_S_k3 = ((b_s_k3 * tl.exp(b_gC))
-                    + tl.dot(tl.trans(b_V).to(DT3).to(CT3), (b_K_k3 * tl.exp((b_Kr_f + b_gC))).to(DT3).to(CT3),
-                    input_precision=PREC3))
+                    + tl.dot((tl.trans(b_V) * tl.exp(tl.trans((b_Kr_f + b_gC)))).to(DT3).to(CT3),
+                    b_K_k3.to(DT3).to(CT3), input_precision=PREC3))
 
         b_s_k0 = b_S_k0
         if KP > 1:

@@ -531,9 +531,29 @@ def test_a_row_or_column_gate_goes_on_the_product_in_parallel_kernels_only():
     assert cols.fac is None and "(tl.trans(b_X) * tl.exp(tl.trans(b_f)))" in cols.code
 
 
-def test_bundled_output_kernels_scale_the_products_rows_and_scans_their_operands():
+def test_a_contraction_gate_goes_on_the_operand_rounded_anyway_or_the_v_block():
+    """Y exp(f) with f per index of the contraction, Y read from memory: f goes to the
+    other operand where that one is computed, or read too but spanning V where Y spans
+    K; two tiles read from memory over the same free size keep it where it was."""
+    from chunkproof.codegen.printer import TritonPrinter, Val
+    g = dict(fac="b_f", facshape=("C", "1"))
+    env = {"Kg": Val("b_K", ("C", "Dk"), raw=True, **g), "Vg": Val("b_V", ("C", "Dv"), raw=True, **g),
+           "X": Val("b_X", ("Dv", "C")), "V": Val("b_V", ("C", "Dv"), raw=True),
+           "Q": Val("b_Q", ("C", "Dk"), raw=True)}
+    pr = TritonPrinter(env, lambda e: False, "test")
+    var = lambda n, r, c: ir.Var(n, r, c)      # noqa: E731
+    computed = pr.p(ir.MatMul(var("X", "Dv", "C"), var("Kg", "C", "Dk")))
+    assert "tl.dot((b_X * tl.exp(tl.trans(b_f))).to(DT3" in computed.code and "b_K.to(DT3" in computed.code
+    v_block = pr.p(ir.MatMul(var("V", "C", "Dv").T, var("Kg", "C", "Dk")))
+    assert "(tl.trans(b_V) * tl.exp(tl.trans(b_f)))" in v_block.code and "b_K.to(" in v_block.code
+    k_side = pr.p(ir.MatMul(var("Q", "C", "Dk").T, var("Vg", "C", "Dv")))
+    assert "(b_V * tl.exp(b_f))" in k_side.code and "tl.trans(b_Q).to(" in k_side.code
+
+
+def test_bundled_retention_scales_its_outputs_rows_and_its_state_scans_v_block():
     p = plan.load_variant(BY_NAME["retention"])
     _, state, out = emit.forward_stages(p)
     o = next(ln.code for ln in out.lines if ln.target == "b_O")
     assert "tl.dot(b_Q.to(" in o and "* tl.exp(b_Ql_f))" in o
-    assert any("(b_K_k0 * tl.exp(" in ln.code or "(b_K * tl.exp(" in ln.code for ln in state.lines)
+    s = next(ln.code for ln in state.lines if ln.target == "b_S")
+    assert "(tl.trans(b_V) * tl.exp(" in s and "b_K.to(" in s
