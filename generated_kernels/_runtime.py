@@ -497,7 +497,9 @@ class _Tuned:
         return self.tuner.cache
 
     def _key(self, args, kwargs):
-        key = [kwargs[n] if n in kwargs else args[i] for n, i in self.at]
+        # a name autotune sets itself (a tuned BV) is passed by neither: out of the key, as in
+        # autotune's own
+        key = [kwargs[n] if n in kwargs else args[i] for n, i in self.at if n in kwargs or i < len(args)]
         key += [str(a.dtype) for a in args if hasattr(a, "dtype")]
         key += [str(a.dtype) for a in kwargs.values() if hasattr(a, "dtype")]
         return tuple(key)

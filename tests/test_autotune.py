@@ -289,3 +289,21 @@ def test_a_launch_builds_what_it_launches_once_per_kernel(monkeypatch):
     assert other is not first and other.f.fn is m._dstate_kernel
     again = dataclasses.replace(launch, num_warps=8 if launch.num_warps == 4 else 4)
     assert again.on(m._state_kernel) is not first and again.on(m._state_kernel).f is not first.f
+
+
+def test_a_block_autotune_sets_itself_is_out_of_the_key_and_a_passed_one_in():
+    # _autotuned keys on BV wherever the kernel has it: a BV that autotune sets (the scans'
+    # and parallel kernels') is passed by no caller and stays out of the key, as in
+    # autotune's own; a BV passed in (the gradient kernels' narrowed block) is in it.  An
+    # H100 run failed on every variant when the key read it from the arguments anyway
+    rt = _runtime()
+    fn, tuner = _FakeKernel(), _FakeTuner([{"BV": 32}, {}, {}])
+    t = rt._Tuned(fn, ["H", "K", "BV"], tuner)
+    x = torch.zeros(2)
+    t[(1,)](x, x, 4, 64)
+    t[(1,)](x, x, 4, 64)
+    assert len(tuner.calls) == 1 and fn.calls[-1][2]["BV"] == 32
+    t[(1,)](x, x, 4, 64, BV=64)
+    t[(1,)](x, x, 4, 64, BV=32)
+    t[(1,)](x, x, 4, 64, BV=64)
+    assert len(tuner.calls) == 3 and fn.calls[-1][2]["BV"] == 64
