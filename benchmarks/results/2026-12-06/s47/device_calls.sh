@@ -1,6 +1,7 @@
 # The device calls of session 47 (from the repository root on the lent machine; .whl
-# carried).  bash device_calls.sh N runs call N.  Call 1 is session 46's call 1 (its
-# device_calls.sh), run on this session's tree.
+# carried).  bash device_calls.sh N runs call N.  Call 1 (session 46's call 1) and call
+# 2 (the d64 errors) were written ahead of a session whose first machine starts failed;
+# what ran instead is in README.md.  Call 5 is written for the next session.
 set -u
 call="${1:?which call}"
 OUT="${OUT:-/tmp/out}"
@@ -21,4 +22,9 @@ case "$call" in
     timeout 30 bash -c '. benchmarks/tcache.sh; tcache_pack "$0" && rm -f "$0"/tcache.part*' "$OUT"
     ;;
 3|4) bash "$here/s46/device_calls.sh" "$call" ;;
+5)  # every `pytest -m gpu` test: not run since session 46's runtime change (whose
+    # autotune key failed every launch on the GPU, fixed in session 47)
+    LIMIT=540 bash benchmarks/gpu_tests_all.sh
+    tail -15 "$OUT/pytest_gpu.txt"
+    ;;
 esac
