@@ -147,6 +147,12 @@ BAD_INPUT = [
     ("host_time.py", ["--calls", "0"], "--calls must be at least 1, not 0"),
     ("host_time.py", ["--busy-cycles", "-1"], "--busy-cycles must be 0 or more, not -1"),
     ("host_time.py", ["--profile-top", "-2"], "--profile-top must be 0 or more, not -2"),
+    ("modules_accuracy.py", ["--a", os.path.join(ROOT, "benchmarks"), "--b", os.path.join(ROOT, "generated_kernels")],
+     "holds no _runtime.py"),
+    ("modules_accuracy.py", ["--a", os.path.join(ROOT, "generated_kernels"), "--b", os.path.join(ROOT, "generated_kernels"),
+                             "--shape", "1,64"], "is not B,T,H,D"),
+    ("modules_accuracy.py", ["--a", os.path.join(ROOT, "generated_kernels"), "--b", os.path.join(ROOT, "generated_kernels"),
+                             "--variants", "nope"], "has no module nope.py"),
 ]
 
 
