@@ -14,7 +14,7 @@ from . import backward
 from .fla_api import grouped
 from .kernel_plan import Final, KernelPlan, Passed
 from .plan import Plan, param_bindings, param_names, unit_lower, var_names
-from .printer import PRODUCT_TAG, CodegenError, TritonPrinter, Val
+from .printer import PRODUCT_TAG, SCALE_LOG, CodegenError, TritonPrinter, Val
 
 
 @dataclass
@@ -76,6 +76,12 @@ class Stage:
         forms): the kernel then runs in a rebalanced and a blocked pass (Launch guarded)."""
         return any("_masked_" in text for text in [ln.code for ln in self.lines]
                    + [s.value or "" for s in self.writes_passed]) or bool(self.loop and self.loop.guarded)
+
+
+# q as read, times the API's scale kept as a gate factor (positive; the wrappers refuse
+# others): the printer then moves it as it moves gates, onto a product's rows or the
+# operand rounded anyway, so q reaches the tensor cores as read where FLA's q does
+Q_SCALE = dict(fac=SCALE_LOG, facshape=("1", "1"))
 
 
 def layout(shape) -> str:
@@ -201,9 +207,9 @@ def _stage(kp: KernelPlan, where: str, roots=(), state_in_memory=False, extra_lo
         log = a.kind.startswith("gate")
         loggate = kinds.get(t) == "loggate"
         kind = "kq" if grouped(a.name, a.kind) else layout(shapes[t])     # GVA: from the q/k head
-        st.loads.append(Load(t, a.name, kind, log, scaled=(a.name == "q"), f32=loggate))
+        st.loads.append(Load(t, a.name, kind, log, f32=loggate))
         env[t] = Val(None, shapes[t], log=f"b_{t}_log", last=f"b_{t}_log_last") if log else \
-            Val(f"b_{t}", shapes[t], raw=(a.name != "q" and not loggate))      # q is scaled on load
+            Val(f"b_{t}", shapes[t], raw=not loggate, **(Q_SCALE if a.name == "q" else {}))
     if "S_prev" in used:
         env["S_prev"] = Val("b_s", ("Dv", "Dk"), raw=state_in_memory)
     for ld in extra_loads:

@@ -25,7 +25,7 @@ PIECES = 4
 # the skeleton's K-indexed names: the column offsets, and the state's addresses and mask
 SKELETON = {"o_k": "o_k{}", "p_s": "p_s{}", "m_s": "m_s{}"}
 # functions a piece may go through: elementwise, or a product whose K axis is not summed
-_ELEMENTWISE = {"tl.dot", "tl.exp", "tl.trans", "tl.load", "tl.store", "tl.zeros", "tl.where", "tl.minimum",
+_ELEMENTWISE = {"tl.dot", "tl.exp", "tl.log", "tl.trans", "tl.load", "tl.store", "tl.zeros", "tl.where", "tl.minimum",
                 "tl.maximum", "to", "tl.arange"}
 _NAME = re.compile(r"\b[A-Za-z_]\w*\b")
 _CALL = re.compile(r"((?:tl\.)?\w+)\(")

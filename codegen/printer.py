@@ -56,8 +56,20 @@ class Val:
         if self.code is None:
             return f"tl.exp({self.log})"
         if self.fac is not None:
-            return f"({self.code} * tl.exp({self.fac}))"
+            if self.raw and self.fac == SCALE_LOG:
+                # a tile in its memory dtype times a Python float: in fp32 (the interpreter
+                # has no bf16 scalar)
+                return f"({self.code}.to(tl.float32) * scale)"
+            return f"({self.code} * {_exp(self.fac)})"
         return self.code
+
+
+# the log of the API's scale, q's factor (emit.Q_SCALE)
+SCALE_LOG = "tl.log(scale)"
+
+
+def _exp(fac: str) -> str:
+    return "scale" if fac == SCALE_LOG else f"tl.exp({fac})"
 
 
 def _bcast(a: tuple, b: tuple) -> tuple:
@@ -114,9 +126,10 @@ def _inner_gate_moved(a: Val, b: Val, ashape: tuple, bshape: tuple) -> Tuple[Val
         g, o, gfree, ofree, gshape, oshape = b, a, bshape[1], ashape[0], (inner, "1"), ("1", inner)
     else:
         g, o, gfree, ofree, gshape, oshape = a, b, ashape[0], bshape[1], ("1", inner), (inner, "1")
-    if g.facshape != gshape or not g.raw or (o.raw and not (ofree == "Dv" and gfree == "Dk")) or o.code is None:
+    if g.facshape not in (gshape, ("1", "1")) or not g.raw or (o.raw and not (ofree == "Dv" and gfree == "Dk")) or o.code is None:
         return a, b
-    moved = Val(o.code, o.shape, fac=_t(g.fac), facshape=oshape, raw=o.raw)
+    moved = Val(o.code, o.shape, fac=_t(g.fac) if g.facshape != ("1", "1") else g.fac,
+                facshape=oshape if g.facshape != ("1", "1") else g.facshape, raw=o.raw)
     plain = Val(g.code, g.shape, raw=True)
     return (moved, plain) if o is a else (plain, moved)
 
@@ -126,7 +139,8 @@ def _gated(v: Val) -> bool:
 
 
 def _t(code: str) -> str:
-    return f"tl.trans({code})"
+    # the scale is one number: nothing to transpose
+    return code if code == SCALE_LOG else f"tl.trans({code})"
 
 
 def _colsums(x: str, y: str) -> str:
@@ -530,11 +544,11 @@ class TritonPrinter(Visitor):
         if not self.pull_gates or "1" in (inner, shape[0], shape[1]):
             return None
         for x, y, fshape in ((a, b, (shape[0], "1")), (b, a, ("1", shape[1]))):
-            if x.fac is not None and x.facshape == fshape and y.fac is None \
+            if x.fac is not None and x.facshape in (fshape, ("1", "1")) and y.fac is None \
                     and not (x.terms or x.mix or y.terms or y.mix or y.diag):
                 xr, yv = Val(x.code, (), raw=x.raw), Val(self.dense(y), (), raw=y.raw)
                 code = self._dot(xr, yv) if x is a else self._dot(yv, xr)
-                return Val(code, shape, fac=x.fac, facshape=fshape)
+                return Val(code, shape, fac=x.fac, facshape=x.facshape)
         return None
 
     def _dot(self, a: Val, b: Val) -> str:

@@ -1107,6 +1107,9 @@ def check_args(func, spec, tensors, scale, initial_state, output_final_state, op
         scale = K ** -0.5
     elif isinstance(scale, torch.Tensor) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
         _fail(func, f"scale must be a finite Python number, got {scale!r}")
+    elif scale <= 0:
+        # the kernels carry q's scale as a gate factor, by its log (emit.Q_SCALE)
+        _fail(func, f"scale must be positive, got {scale!r}")
     if not isinstance(output_final_state, bool):
         _fail(func, f"output_final_state must be a bool, got {type(output_final_state).__name__}")
     # non-contiguous inputs are copied to contiguous ones (the kernels index densely)

@@ -22,7 +22,7 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
         out_warps=4, out_stages=2, grad_BV=128, grad_BK=64, grad_warps=8, grad_stages=1, prep_dots='input',
-        scan_dots='input', out_dots='tf32', reverse_dots='input', gradv_dots='input', grad_dots='input',
+        scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='input', grad_dots='input',
         grad_gated='tf32x3', dh_store='input', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32,
         fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('beta', 'head'))
@@ -327,7 +327,7 @@ def _out_kernel(q, k, in_W, in_U, h, o, scale, T,
     b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_W = tl.load(in_W + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
@@ -339,9 +339,9 @@ def _out_kernel(q, k, in_W, in_U, h, o, scale, T,
     b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
     # O = \mathbf{Q} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\mathbf{Q} \mathbf{K}^\top \odot \mathbf{M}\right)
     #   \mathbf{V}_{new} [claim delta_rule.O, delta_rule.py §chunk forward]
-    b_O = (tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3)
-            + tl.dot(tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3),
-            0.).to(DT2).to(CT2),
+    b_O = ((tl.dot(b_Q.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) * scale)
+            + tl.dot(tl.where(m_incl,
+            (tl.dot(b_Q.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * scale), 0.).to(DT2).to(CT2),
             b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
 
     tl.store(o + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), b_O.to(o.dtype.element_ty),
@@ -386,7 +386,7 @@ def _dstate_pre_kernel(q, k, do, w_hr0, scale, T,
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -394,7 +394,8 @@ def _dstate_pre_kernel(q, k, do, w_hr0, scale, T,
     # hr0 = \left(\mathbf{Q} \mathbf{K}^\top \odot \mathbf{M}\right)^\top \delta \mathbf{O}_{[t]} [claim
     #   delta_rule.dS_prev, delta_rule.py §chunk backward]
     b_hr0 = tl.dot(tl.trans(tl.where(m_incl,
-            tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3), 0.)).to(DT3).to(CT3),
+            (tl.dot(b_Q.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC) * scale),
+            0.)).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3)
 
     tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0.to(w_hr0.dtype.element_ty))
@@ -509,7 +510,7 @@ def _dstateh_kernel(q, k, do, in_W, r_hr0, dh, dht, dh0, scale, T, NP,
         b_dVnew = (b_dVnew_ksum0 + b_hr0)
         tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dVnew.to(r_hr0.dtype.element_ty))
         b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
-                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
+                & (o_k0 < K)[None, :], other=0.)
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
                 other=0.)
         b_W_k0 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
@@ -517,37 +518,41 @@ def _dstateh_kernel(q, k, do, in_W, r_hr0, dh, dht, dh0, scale, T, NP,
         # dS_prev = \delta \mathbf{S}_{[t]} + \delta \mathbf{O}_{[t]}^\top \mathbf{Q} - \delta \mathbf{V}_{new}^\top
         #   \mathbf{W} [claim delta_rule.dS_prev, delta_rule.py §chunk backward]
         b_dS_prev_k0 = ((b_ds_k0
-                + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), b_Q_k0.to(DT3).to(CT3), input_precision=PREC3))
+                + tl.dot((tl.trans(b_dO).to(tl.float32) * scale).to(DT3).to(CT3), b_Q_k0.to(DT3).to(CT3),
+                input_precision=PREC3))
                 - tl.dot(tl.trans(b_dVnew).to(DT3).to(CT3), b_W_k0.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 1:
             b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
-                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k1 < K)[None, :], other=0.)
         if KP > 1:
             b_W_k1 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k1[None, :], mask=m_r[:, None]
                     & (o_k1 < K)[None, :], other=0.)
         if KP > 1:
             b_dS_prev_k1 = ((b_ds_k1
-                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), b_Q_k1.to(DT3).to(CT3), input_precision=PREC3))
+                    + tl.dot((tl.trans(b_dO).to(tl.float32) * scale).to(DT3).to(CT3), b_Q_k1.to(DT3).to(CT3),
+                    input_precision=PREC3))
                     - tl.dot(tl.trans(b_dVnew).to(DT3).to(CT3), b_W_k1.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 2:
             b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
-                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k2 < K)[None, :], other=0.)
         if KP > 2:
             b_W_k2 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k2[None, :], mask=m_r[:, None]
                     & (o_k2 < K)[None, :], other=0.)
         if KP > 2:
             b_dS_prev_k2 = ((b_ds_k2
-                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), b_Q_k2.to(DT3).to(CT3), input_precision=PREC3))
+                    + tl.dot((tl.trans(b_dO).to(tl.float32) * scale).to(DT3).to(CT3), b_Q_k2.to(DT3).to(CT3),
+                    input_precision=PREC3))
                     - tl.dot(tl.trans(b_dVnew).to(DT3).to(CT3), b_W_k2.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 3:
             b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
-                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k3 < K)[None, :], other=0.)
         if KP > 3:
             b_W_k3 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
                     & (o_k3 < K)[None, :], other=0.)
         if KP > 3:
             b_dS_prev_k3 = ((b_ds_k3
-                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), b_Q_k3.to(DT3).to(CT3), input_precision=PREC3))
+                    + tl.dot((tl.trans(b_dO).to(tl.float32) * scale).to(DT3).to(CT3), b_Q_k3.to(DT3).to(CT3),
+                    input_precision=PREC3))
                     - tl.dot(tl.trans(b_dVnew).to(DT3).to(CT3), b_W_k3.to(DT3).to(CT3), input_precision=PREC3))
 
         b_ds_k0 = b_dS_prev_k0
@@ -800,7 +805,7 @@ def _dgradkb_kernel(q, k, beta, in_At, r_vr1, r_vr3, r_dXt, do, r_dVnew, h, d_q,
         b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     b_dXt = tl.load(r_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
@@ -821,7 +826,8 @@ def _dgradkb_kernel(q, k, beta, in_At, r_vr1, r_vr3, r_dXt, do, r_dVnew, h, d_q,
     #   \widetilde{\mathbf{X}} \odot \mathbf{M}_{-1}\right)^\top \mathbf{K} [claim delta_rule.dK, delta_rule.py §input
     #   gradients]
     b_g_k = ((((tl.dot((b_Beta * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2)
-            + tl.dot(tl.trans(tl.where(m_incl, b_vr1, 0.)).to(DT2).to(CT2), b_Q.to(DT2).to(CT2), input_precision=PREC2))
+            + (tl.dot(tl.trans(tl.where(m_incl, b_vr1, 0.)).to(DT3).to(CT3), b_Q.to(DT3).to(CT3), input_precision=PREC3)
+            * scale))
             + b_vr3)
             + tl.dot(tl.where(m_strict, (b_Beta * b_dXt), 0.).to(DT3).to(CT3), b_K.to(DT3).to(CT3),
             input_precision=PREC3))

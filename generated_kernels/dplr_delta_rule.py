@@ -93,7 +93,7 @@ def _intra_kernel(q, k, gk, a, b, out_Gamma, out_E, out_ch2, out_ch0, out_ch1, r
         if tl.load(rng_c) == 0:
             return
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Alpha_log = tl.load(gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
@@ -112,7 +112,7 @@ def _intra_kernel(q, k, gk, a, b, out_Gamma, out_E, out_ch2, out_ch0, out_ch1, r
     b_Gamma = tl.exp(b_Gamma_log)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
@@ -465,7 +465,7 @@ def _out_kernel(q, v, in_Gamma, in_W, in_C, in_ch0, in_ch1, h, o, scale, T,
     b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
@@ -481,7 +481,7 @@ def _out_kernel(q, v, in_Gamma, in_W, in_C, in_ch0, in_ch1, h, o, scale, T,
             mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # V1 = \mathbf{V}_{[t]}   [program dplr_fla_chunk, under claims dplr.fla.O, dplr.fla.S.regrouped]
     b_V1 = b_V
     # V2 = \mathbf{C}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top [program dplr_fla_chunk, under claims
@@ -674,13 +674,13 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs1, in_W, r_hr0, dh, dht, dh0, scale, T
             b_gC_log_k3 = tl.trans(b_Gamma_log_last_k3)
         # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
         #   dplr.fla.S.regrouped] (its gate factor, in log space)
-        b_Ql_f_k0 = b_Gamma_log_k0
+        b_Ql_f_k0 = (tl.log(scale) + b_Gamma_log_k0)
         if KP > 1:
-            b_Ql_f_k1 = b_Gamma_log_k1
+            b_Ql_f_k1 = (tl.log(scale) + b_Gamma_log_k1)
         if KP > 2:
-            b_Ql_f_k2 = b_Gamma_log_k2
+            b_Ql_f_k2 = (tl.log(scale) + b_Gamma_log_k2)
         if KP > 3:
-            b_Ql_f_k3 = b_Gamma_log_k3
+            b_Ql_f_k3 = (tl.log(scale) + b_Gamma_log_k3)
         # dV2 = (\overrightarrow{\mathbf{A}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)) {\delta
         #   \mathbf{S}_{[t]}^C}^\top + ({(\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{A}_{[t]}}^\top
         #   \odot \mathbf{M}\right))}^\top \delta \mathbf{O}_{[t]}) [claim dplr.fla.dV2, 000_cb349aeede08771a.txt
@@ -700,7 +700,7 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs1, in_W, r_hr0, dh, dht, dh0, scale, T
         # dC = \delta \mathbf{V}_{[t],2}   [claim dplr.fla.dC, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
         b_dC = b_dV2
         b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
-                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
+                & (o_k0 < K)[None, :], other=0.)
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
                 other=0.)
         b_W_k0 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
@@ -715,7 +715,7 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs1, in_W, r_hr0, dh, dht, dh0, scale, T
                 input_precision=PREC3))
         if KP > 1:
             b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
-                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k1 < K)[None, :], other=0.)
         if KP > 1:
             b_W_k1 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k1[None, :], mask=m_r[:, None]
                     & (o_k1 < K)[None, :], other=0.)
@@ -726,7 +726,7 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs1, in_W, r_hr0, dh, dht, dh0, scale, T
                     input_precision=PREC3))
         if KP > 2:
             b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
-                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k2 < K)[None, :], other=0.)
         if KP > 2:
             b_W_k2 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k2[None, :], mask=m_r[:, None]
                     & (o_k2 < K)[None, :], other=0.)
@@ -737,7 +737,7 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs1, in_W, r_hr0, dh, dht, dh0, scale, T
                     input_precision=PREC3))
         if KP > 3:
             b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
-                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k3 < K)[None, :], other=0.)
         if KP > 3:
             b_W_k3 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
                     & (o_k3 < K)[None, :], other=0.)
@@ -1074,7 +1074,7 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, 
         b_vr8 += tl.load(r_vr8 + (i_r * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :])).to(tl.float32)
     b_dF = tl.load(r_dF + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Alpha_log = tl.load(gk + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
@@ -1096,7 +1096,7 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, 
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program dplr_fla_chunk, under claims dplr.fla.O,
     #   dplr.fla.S.regrouped] (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
@@ -1173,7 +1173,7 @@ def _dgradkb_kernel(q, k, gk, a, b, in_Gamma, in_E, r_vr0, r_vr1, r_vr2, r_vr3, 
     #   \mathbf{1}\right]^\top - \delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) +
     #   \text{suffix\_sum}_{row}\left(\delta \mathbf{A}_{[t]} \odot \mathbf{A}_{[t]}\right) - \delta \mathbf{A}_{[t]}
     #   \odot \mathbf{A}_{[t]} [claim dplr.fla.dlogalpha.grouped, 000_cb349aeede08771a.txt §不包含外挂Gate的DPLR]
-    b_g_gk = (tl.cumsum(((((((b_dQ * b_Q) - (b_dK * b_K)) - (b_dB * b_B)) + (b_dA * b_A))
+    b_g_gk = (tl.cumsum(((((((b_dQ * (b_Q.to(tl.float32) * scale)) - (b_dK * b_K)) - (b_dB * b_B)) + (b_dA * b_A))
             + tl.where(m_last,
             tl.trans(((b_vr8 * tl.exp(b_gC_log))
             + tl.trans(tl.sum(((b_vr4 * (b_K * tl.exp(b_hs0_f))) + (b_vr7 * (b_B * tl.exp(b_hs1_f))))

@@ -23,7 +23,7 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
         out_warps=4, out_stages=2, grad_BV=128, grad_BK=64, grad_warps=8, grad_stages=1, prep_dots='input',
-        scan_dots='input', out_dots='tf32', reverse_dots='tf32_mixed', gradv_dots='input', grad_dots='input',
+        scan_dots='input', out_dots='input', reverse_dots='tf32_mixed', gradv_dots='input', grad_dots='input',
         grad_gated='tf32x3', dh_store='input', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32,
         fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_h'), ('beta', 'head'))
@@ -69,7 +69,7 @@ STORED_TYPES = {}
 # tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
 # reduction, layout "vsum", only where one V block covers V), with the tiles written over
 # them: name -> layout
-NARROWED = {"dXt": "chunk", "vr5": "vsum", "vr6": "vsum", "vr7": "vsum"}
+NARROWED = {"dXt": "chunk", "vr6": "vsum", "vr7": "vsum"}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -387,7 +387,7 @@ def _out_kernel(q, k, in_Gamma, in_Wl, in_U, h, o, scale, T,
     b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) + tl.minimum(o_t, n_r - 1) * H, mask=o_t >= 0,
@@ -398,7 +398,7 @@ def _out_kernel(q, k, in_Gamma, in_Wl, in_U, h, o, scale, T,
             & (o_v < V)[None, :], other=0.)
     # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]} [program gdn_chunk_kda, under claims
     #   gdn.bwd.fwd_O, gdn.bwd.fwd_S] (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]} [program gdn_chunk_kda,
     #   under claims gdn.bwd.fwd_O, gdn.bwd.fwd_S] (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
@@ -408,8 +408,8 @@ def _out_kernel(q, k, in_Gamma, in_Wl, in_U, h, o, scale, T,
     # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}_{[t]}}
     #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right) \mathbf{V}_{[t],new} [claim gdn.bwd.fwd_O,
     #   002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
-    b_O = ((tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f))
-            + tl.dot(tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3)
+    b_O = ((tl.dot(b_Q.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Ql_f))
+            + tl.dot(tl.where(m_incl, tl.dot(b_Q.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC)
             * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2),
             b_Vnew.to(DT2).to(CT2), input_precision=PREC2))
 
@@ -455,7 +455,7 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
     o_one = tl.zeros([1], dtype=tl.int32)
     p_c = i_c * H + i_h
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -464,14 +464,14 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
             other=0.).to(tl.float32)[:, None]
     # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]} [program gdn_chunk_kda, under claims
     #   gdn.bwd.fwd_O, gdn.bwd.fwd_S] (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]} [program gdn_chunk_kda,
     #   under claims gdn.bwd.fwd_O, gdn.bwd.fwd_S] (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
     # hr0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)^\top
     #   \delta \mathbf{O}_{[t]} [claim gdn.bwd.dS_prev, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_hr0 = tl.dot(tl.trans(tl.where(m_incl,
-            tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3)
+            tl.dot(b_Q.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC)
             * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3)
 
@@ -580,7 +580,7 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T, NP
         b_gC_log = tl.trans(b_Gamma_log_last)
         # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]} [program gdn_chunk_kda, under claims
         #   gdn.bwd.fwd_O, gdn.bwd.fwd_S] (its gate factor, in log space)
-        b_Ql_f = b_Gamma_log
+        b_Ql_f = (tl.log(scale) + b_Gamma_log)
         # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]} [program
         #   gdn_chunk_kda, under claims gdn.bwd.fwd_O, gdn.bwd.fwd_S] (its gate factor, in log space)
         b_Kr_f = (-b_Gamma_log)
@@ -601,7 +601,7 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T, NP
         b_dU = (b_dU_ksum0 + b_hr0)
         tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dU.to(r_hr0.dtype.element_ty))
         b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
-                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
+                & (o_k0 < K)[None, :], other=0.)
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
                 other=0.)
         b_Wl_k0 = tl.load(in_Wl + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
@@ -610,40 +610,40 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T, NP
         #   \overleftarrow{\mathbf{Q}_{[t]}} - \delta \mathbf{U}_{[t]}^\top \overleftarrow{\mathbf{W}_{[t]}} [claim
         #   gdn.bwd.dS_prev, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
         b_dS_prev_k0 = (((b_ds_k0 * tl.exp(b_gC_log))
-                + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k0 * tl.exp(b_Ql_f)).to(DT3).to(CT3),
+                + tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT3).to(CT3), b_Q_k0.to(DT3).to(CT3),
                 input_precision=PREC3))
                 - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_Wl_k0.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 1:
             b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
-                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k1 < K)[None, :], other=0.)
         if KP > 1:
             b_Wl_k1 = tl.load(in_Wl + ((bos + r_t[:, None]) * H + i_h) * K + o_k1[None, :], mask=m_r[:, None]
                     & (o_k1 < K)[None, :], other=0.)
         if KP > 1:
             b_dS_prev_k1 = (((b_ds_k1 * tl.exp(b_gC_log))
-                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k1 * tl.exp(b_Ql_f)).to(DT3).to(CT3),
+                    + tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT3).to(CT3), b_Q_k1.to(DT3).to(CT3),
                     input_precision=PREC3))
                     - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_Wl_k1.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 2:
             b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
-                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k2 < K)[None, :], other=0.)
         if KP > 2:
             b_Wl_k2 = tl.load(in_Wl + ((bos + r_t[:, None]) * H + i_h) * K + o_k2[None, :], mask=m_r[:, None]
                     & (o_k2 < K)[None, :], other=0.)
         if KP > 2:
             b_dS_prev_k2 = (((b_ds_k2 * tl.exp(b_gC_log))
-                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k2 * tl.exp(b_Ql_f)).to(DT3).to(CT3),
+                    + tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT3).to(CT3), b_Q_k2.to(DT3).to(CT3),
                     input_precision=PREC3))
                     - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_Wl_k2.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 3:
             b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
-                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k3 < K)[None, :], other=0.)
         if KP > 3:
             b_Wl_k3 = tl.load(in_Wl + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
                     & (o_k3 < K)[None, :], other=0.)
         if KP > 3:
             b_dS_prev_k3 = (((b_ds_k3 * tl.exp(b_gC_log))
-                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k3 * tl.exp(b_Ql_f)).to(DT3).to(CT3),
+                    + tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT3).to(CT3), b_Q_k3.to(DT3).to(CT3),
                     input_precision=PREC3))
                     - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_Wl_k3.to(DT3).to(CT3), input_precision=PREC3))
 
@@ -713,7 +713,7 @@ def _dgradv_kernel(q, k, beta, do, in_Gamma, in_At, in_Wl, in_U, r_dU, w_vr1, w_
     b_dU = tl.load(r_dU + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), mask=(o_v < V)[None, :],
             other=0.).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
@@ -733,7 +733,7 @@ def _dgradv_kernel(q, k, beta, do, in_Gamma, in_At, in_Wl, in_U, r_dU, w_vr1, w_
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]} [program gdn_chunk_kda, under claims
     #   gdn.bwd.fwd_O, gdn.bwd.fwd_S] (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right)\right)^{-1} \mathbf{K}_{[t]} [program gdn_chunk_kda,
     #   under claims gdn.bwd.fwd_O, gdn.bwd.fwd_S] (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
@@ -850,7 +850,7 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr5, r_vr6, r_vr7, w_dX
     for i_r in tl.static_range(1, NV):
         b_vr7 += tl.load(r_vr7 + (i_r * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
@@ -864,7 +864,7 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr5, r_vr6, r_vr7, w_dX
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]} [program gdn_chunk_kda, under claims
     #   gdn.bwd.fwd_O, gdn.bwd.fwd_S] (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # Kl = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{K}_{[t]} [program gdn_chunk_kda, under claims
     #   gdn.bwd.fwd_O, gdn.bwd.fwd_S] (its gate factor, in log space)
     b_Kl_f = b_Gamma_log
@@ -915,14 +915,14 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr5, r_vr6, r_vr7, w_dX
             axis=0, keep_dims=True))))
             - b_vr6)
             + tl.sum(((tl.where(m_incl, b_vr1, 0.)
-            * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3)
+            * tl.where(m_incl, tl.dot(b_Q.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC)
             * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.))
             + (tl.where(m_strict, (b_Beta * b_dXt), 0.)
             * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC)
             * tl.exp(b_Kl_f + tl.trans(b_Kr_f)), 0.)))
             * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))
             - tl.trans(tl.sum(((tl.where(m_incl, b_vr1, 0.)
-            * tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3)
+            * tl.where(m_incl, tl.dot(b_Q.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC)
             * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.))
             + (tl.where(m_strict, (b_Beta * b_dXt), 0.)
             * tl.where(m_strict, tl.dot(b_K.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC)
@@ -1021,7 +1021,7 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr4, r_dXt, do, r_dU, 
         b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BT * BKF) + (o_t[:, None] * BKF + o_k[None, :])).to(tl.float32)
     b_dXt = tl.load(r_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
@@ -1035,7 +1035,7 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr4, r_dXt, do, r_dU, 
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{Q}_{[t]} [program gdn_chunk_kda, under claims
     #   gdn.bwd.fwd_O, gdn.bwd.fwd_S] (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # Kl = \text{Diag}\left(\boldsymbol{\gamma}_{[t]}\right) \mathbf{K}_{[t]} [program gdn_chunk_kda, under claims
     #   gdn.bwd.fwd_O, gdn.bwd.fwd_S] (its gate factor, in log space)
     b_Kl_f = b_Gamma_log
@@ -1280,8 +1280,7 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     NV, NCH, BKF = spec.NV, B * NT * H, BK
     r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     r_vr4 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
-    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
-    r_vr5 = torch.empty(NV, B * NT * H, BT * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
+    r_vr5 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32, device=q.device)
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr6 = torch.empty(NV, B * NT * H, BT * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V

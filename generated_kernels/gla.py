@@ -89,7 +89,7 @@ def _intra_kernel(q, k, g, out_Gamma, out_hs0, out_ch0, rng, scale, T,
         if tl.load(rng_c) == 0:
             return
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Alpha_log = tl.load(g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
@@ -105,7 +105,7 @@ def _intra_kernel(q, k, g, out_Gamma, out_hs0, out_ch0, rng, scale, T,
     b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped] (its
     #   gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
     #   (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
@@ -300,7 +300,7 @@ def _out_kernel(q, v, in_Gamma, in_ch0, h, o, scale, T,
     b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
@@ -310,7 +310,7 @@ def _out_kernel(q, v, in_Gamma, in_ch0, h, o, scale, T,
             mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped] (its
     #   gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # O = \overleftarrow{\mathbf{Q}_{[t]}} {\mathbf{S}_{[t-1]}^{C}}^\top + (\left(\overleftarrow{\mathbf{Q}_{[t]}}
     #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)) \mathbf{V}_{[t]} [claim gla.O,
     #   003_c008d497ea0f70e6.txt §5.2 分块递推模式（Chunkwise Recurrent Mode）, line 94]
@@ -403,16 +403,16 @@ def _dstate_kernel(q, do, in_Gamma, dh, dht, dh0, scale, T, NP,
         if KP > 3:
             tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s3, b_ds_k3, mask=m_s3)
         b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
-                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
+                & (o_k0 < K)[None, :], other=0.)
         if KP > 1:
             b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
-                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k1 < K)[None, :], other=0.)
         if KP > 2:
             b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
-                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k2 < K)[None, :], other=0.)
         if KP > 3:
             b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
-                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k3 < K)[None, :], other=0.)
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
                 other=0.)
         b_Gamma_log_k0 = tl.load(in_Gamma + ((bos + tl.minimum(r_t, T - 1)[:, None]) * H + i_h) * K + o_k0[None, :],
@@ -447,13 +447,13 @@ def _dstate_kernel(q, do, in_Gamma, dh, dht, dh0, scale, T, NP,
             b_gC_log_k3 = tl.trans(b_Gamma_log_last_k3)
         # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
         #   (its gate factor, in log space)
-        b_Ql_f_k0 = b_Gamma_log_k0
+        b_Ql_f_k0 = (tl.log(scale) + b_Gamma_log_k0)
         if KP > 1:
-            b_Ql_f_k1 = b_Gamma_log_k1
+            b_Ql_f_k1 = (tl.log(scale) + b_Gamma_log_k1)
         if KP > 2:
-            b_Ql_f_k2 = b_Gamma_log_k2
+            b_Ql_f_k2 = (tl.log(scale) + b_Gamma_log_k2)
         if KP > 3:
-            b_Ql_f_k3 = b_Gamma_log_k3
+            b_Ql_f_k3 = (tl.log(scale) + b_Gamma_log_k3)
         # dS_prev = \delta \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}_{[t]}} + \delta \mathbf{S}_{[t]}^{C}
         #   \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [claim gla.bwd.dS_prev, 003_c008d497ea0f70e6.txt §6.3
         #   分块递推模式的反向传播]
@@ -540,7 +540,7 @@ def _dgradv_kernel(q, k, do, in_Gamma, w_vr4, h, dh, d_v, rng, scale, T, NCH,
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.).to(tl.float32)
     p_c = i_c * H + i_h
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -554,7 +554,7 @@ def _dgradv_kernel(q, k, do, in_Gamma, w_vr4, h, dh, d_v, rng, scale, T, NCH,
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped] (its
     #   gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
     #   (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
@@ -570,10 +570,10 @@ def _dgradv_kernel(q, k, do, in_Gamma, w_vr4, h, dh, d_v, rng, scale, T, NCH,
     #   \mathbf{S}_{[t]}^{C}}^\top + \left(\overrightarrow{\mathbf{K}_{[t]}} \overleftarrow{\mathbf{Q}_{[t]}}^\top \odot
     #   \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]} [claim gla.dV, 003_c008d497ea0f70e6.txt §6.3
     #   分块递推模式的反向传播, line 178, row 3]
-    b_g_v = (tl.dot((b_K * tl.exp(b_hs0_f)).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=PREC2)
+    b_g_v = (tl.dot((b_K * tl.exp(b_hs0_f)).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=GPREC)
             + tl.dot(tl.trans(_masked_gated_dot(tl.trans(tl.trans(b_Q)), tl.trans(tl.trans(b_Ql_f)), tl.trans(b_K),
-            tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2, rng_c, BLOCKED)).to(DT3).to(CT3),
-            b_dO.to(DT3).to(CT3), input_precision=PREC3))
+            tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, GPREC, rng_c, BLOCKED)).to(DT2).to(CT2),
+            b_dO.to(DT2).to(CT2), input_precision=GPREC))
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
@@ -655,7 +655,7 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr4, v, do, h, dh, d_q, d_k, d_g, rng, scal
     for i_r in tl.static_range(1, NV):
         b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
@@ -667,7 +667,7 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr4, v, do, h, dh, d_q, d_k, d_g, rng, scal
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped] (its
     #   gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
     #   (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
@@ -677,11 +677,11 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr4, v, do, h, dh, d_q, d_k, d_g, rng, scal
     # dK = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} [claim gla.dK,
     #   003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 190]
     b_dK = ((b_vr2 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log))))
-            + _masked_mix(b_vr3, b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
+            + _masked_mix(b_vr3, b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, GPREC, rng_c, BLOCKED))
     # dQ = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim gla.dQ, 003_c008d497ea0f70e6.txt
     #   §6.3 分块递推模式的反向传播, line 194]
     b_dQ = ((b_vr0 * tl.exp(b_Gamma_log))
-            + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
+            + _masked_mix(b_vr1, b_K, b_Kr_f, b_Gamma_log, 0, m_mid, BT, DT2, CT2, GPREC, rng_c, BLOCKED))
     # g_q = \delta \overleftarrow{\mathbf{Q}_{[t]}} \odot \mathbf{\Gamma}_{[t]} [claim gla.dQ, 003_c008d497ea0f70e6.txt
     #   §6.3 分块递推模式的反向传播, line 194]
     b_g_q = b_dQ
@@ -689,7 +689,8 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr4, v, do, h, dh, d_q, d_k, d_g, rng, scal
             (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} [claim gla.dK,
     #   003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 190]
-    b_g_k = b_dK
+    b_g_k = ((b_vr2 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log))))
+            + _masked_mix(b_vr3, b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot
@@ -698,7 +699,7 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr4, v, do, h, dh, d_q, d_k, d_g, rng, scal
     #   \mathbf{S}_{[t]}^{C}) \odot (\overrightarrow{\mathbf{K}_{[t]}}
     #   \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right))\right)^\top \mathbf{1}\right]^\top\right) [claim
     #   gla.bwd.dlogalpha_grouped, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播]
-    b_g_g = tl.cumsum((((b_dQ * b_Q) - (b_dK * b_K))
+    b_g_g = tl.cumsum((((b_dQ * (b_Q.to(tl.float32) * scale)) - (b_dK * b_K))
             + tl.where(m_last,
             tl.trans(((b_vr4 * tl.exp(b_gC_log))
             + tl.trans(tl.sum((b_vr2 * (b_K * tl.exp(b_hs0_f))) * tl.full((BT, 1), 1.0, tl.float32), axis=0,

@@ -23,7 +23,7 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
         out_warps=4, out_stages=2, grad_BV=128, grad_BK=32, grad_warps=8, grad_stages=1, prep_dots='tf32',
-        scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='input', grad_dots='tf32',
+        scan_dots='input', out_dots='input', reverse_dots='tf32', gradv_dots='input', grad_dots='tf32',
         grad_gated='tf32x3', dh_store='input', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32,
         fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
@@ -66,7 +66,7 @@ RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 
         ('g', 'g', '', '', False), ('beta', 'beta', '', '', False), ('A_log', None, 'keyword', '', False),
         ('dt_bias', None, 'keyword', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["Gamma"]
+FP32_TILES = ["ch0", "Gamma"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"hs0": [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]}
@@ -113,7 +113,7 @@ def _intra_kernel(q, k, g, beta, out_Gamma, out_At, out_ch0, rng, scale, T,
         if tl.load(rng_c) == 0:
             return
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Alpha_log = tl.load(g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
@@ -129,7 +129,7 @@ def _intra_kernel(q, k, g, beta, out_Gamma, out_At, out_ch0, rng, scale, T,
     b_Gamma = tl.exp(b_Gamma_log)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
     #   gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
     #   gate factor, in log space)
     b_Kl_f = b_Gamma_log
@@ -432,7 +432,7 @@ def _out_kernel(q, in_Gamma, in_W, in_U, in_ch0, h, o, scale, T,
     b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
             + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
             other=0.).to(tl.float32)
@@ -444,7 +444,7 @@ def _out_kernel(q, in_Gamma, in_W, in_U, in_ch0, h, o, scale, T,
             mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
     #   gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # Vnew = \mathbf{U}_{[t]} - \mathbf{W}_{[t]} {\mathbf{S}_{[t-1]}^{C}}^\top [program kda_chunk, under claims kda.O,
     #   kda.S.regrouped]
     b_Vnew = (b_U - tl.dot(b_W.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC))
@@ -502,7 +502,7 @@ def _dstate_pre_kernel(do, in_ch0, w_hr0, scale, T,
     # hr0 = {(\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot
     #   \mathbf{M}\right))}^\top \delta \mathbf{O}_{[t]} [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于
     #   \(\delta \mathbf{\Gamma}_{[t]}\)]
-    b_hr0 = tl.dot(tl.trans(b_ch0).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3)
+    b_hr0 = tl.dot(tl.trans(b_ch0).to(DT2).to(CT2), b_dO.to(DT2).to(CT2), input_precision=PREC2)
 
     tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0.to(w_hr0.dtype.element_ty))
 
@@ -633,13 +633,13 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T
             b_gC_log_k3 = tl.trans(b_Gamma_log_last_k3)
         # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped]
         #   (its gate factor, in log space)
-        b_Ql_f_k0 = b_Gamma_log_k0
+        b_Ql_f_k0 = (tl.log(scale) + b_Gamma_log_k0)
         if KP > 1:
-            b_Ql_f_k1 = b_Gamma_log_k1
+            b_Ql_f_k1 = (tl.log(scale) + b_Gamma_log_k1)
         if KP > 2:
-            b_Ql_f_k2 = b_Gamma_log_k2
+            b_Ql_f_k2 = (tl.log(scale) + b_Gamma_log_k2)
         if KP > 3:
-            b_Ql_f_k3 = b_Gamma_log_k3
+            b_Ql_f_k3 = (tl.log(scale) + b_Gamma_log_k3)
         # dU = (\overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)) {\delta
         #   \mathbf{S}_{[t]}^{C}}^\top + ({(\left(\overleftarrow{\mathbf{Q}_{[t]}}
         #   \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right))}^\top \delta \mathbf{O}_{[t]}) [claim
@@ -657,7 +657,7 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T
         b_dU = (b_dU_ksum0 + b_hr0)
         tl.store(r_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_dU.to(r_hr0.dtype.element_ty))
         b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
-                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
+                & (o_k0 < K)[None, :], other=0.)
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
                 other=0.)
         b_W_k0 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
@@ -666,41 +666,41 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T
         #   \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}_{[t]}} - \delta \mathbf{U}_{[t]}^\top \mathbf{W}_{[t]}
         #   [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
         b_dS_prev_k0 = (((b_ds_k0 * tl.exp(tl.trans(b_gC_log_k0)))
-                + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k0 * tl.exp(b_Ql_f_k0)).to(DT3).to(CT3),
-                input_precision=PREC3))
+                + tl.dot(tl.trans(b_dO).to(DT2).to(CT2), (b_Q_k0 * tl.exp(b_Ql_f_k0)).to(DT2).to(CT2),
+                input_precision=PREC2))
                 - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W_k0.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 1:
             b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
-                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k1 < K)[None, :], other=0.)
         if KP > 1:
             b_W_k1 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k1[None, :], mask=m_r[:, None]
                     & (o_k1 < K)[None, :], other=0.)
         if KP > 1:
             b_dS_prev_k1 = (((b_ds_k1 * tl.exp(tl.trans(b_gC_log_k1)))
-                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k1 * tl.exp(b_Ql_f_k1)).to(DT3).to(CT3),
-                    input_precision=PREC3))
+                    + tl.dot(tl.trans(b_dO).to(DT2).to(CT2), (b_Q_k1 * tl.exp(b_Ql_f_k1)).to(DT2).to(CT2),
+                    input_precision=PREC2))
                     - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W_k1.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 2:
             b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
-                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k2 < K)[None, :], other=0.)
         if KP > 2:
             b_W_k2 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k2[None, :], mask=m_r[:, None]
                     & (o_k2 < K)[None, :], other=0.)
         if KP > 2:
             b_dS_prev_k2 = (((b_ds_k2 * tl.exp(tl.trans(b_gC_log_k2)))
-                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k2 * tl.exp(b_Ql_f_k2)).to(DT3).to(CT3),
-                    input_precision=PREC3))
+                    + tl.dot(tl.trans(b_dO).to(DT2).to(CT2), (b_Q_k2 * tl.exp(b_Ql_f_k2)).to(DT2).to(CT2),
+                    input_precision=PREC2))
                     - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W_k2.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 3:
             b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
-                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k3 < K)[None, :], other=0.)
         if KP > 3:
             b_W_k3 = tl.load(in_W + ((bos + r_t[:, None]) * H + i_h) * K + o_k3[None, :], mask=m_r[:, None]
                     & (o_k3 < K)[None, :], other=0.)
         if KP > 3:
             b_dS_prev_k3 = (((b_ds_k3 * tl.exp(tl.trans(b_gC_log_k3)))
-                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k3 * tl.exp(b_Ql_f_k3)).to(DT3).to(CT3),
-                    input_precision=PREC3))
+                    + tl.dot(tl.trans(b_dO).to(DT2).to(CT2), (b_Q_k3 * tl.exp(b_Ql_f_k3)).to(DT2).to(CT2),
+                    input_precision=PREC2))
                     - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W_k3.to(DT3).to(CT3), input_precision=PREC3))
 
         b_ds_k0 = b_dS_prev_k0
@@ -978,7 +978,7 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
         b_vr5 += tl.load(r_vr5 + (i_r * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :])).to(tl.float32)
     b_dXt = tl.load(r_dXt + p_c * (BT * BT) + (o_t[:, None] * BT + o_t[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Beta = tl.load(beta + ((bos + i_t * BT) * H + i_h) + o_t * H, mask=m_r, other=0.).to(tl.float32)[:, None]
@@ -993,7 +993,7 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
     #   gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # Kl = \mathbf{K}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program kda_chunk, under claims kda.O, kda.S.regrouped] (its
     #   gate factor, in log space)
     b_Kl_f = b_Gamma_log
@@ -1038,7 +1038,7 @@ def _dgradkb_kernel(q, k, beta, in_Gamma, in_At, r_vr0, r_vr1, r_vr2, r_vr4, r_v
     #   (\overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right))\right)^\top
     #   \mathbf{1}\right]^\top\right) [claim kda.dlogAlpha_grouped, 001_ba6c617d0f1bc209.txt §对于 \(\delta
     #   \mathbf{\Gamma}_{[t]}\)]
-    b_g_g = tl.cumsum((((b_dQ * b_Q)
+    b_g_g = tl.cumsum((((b_dQ * (b_Q.to(tl.float32) * scale))
             + ((((tl.dot((b_DB * tl.trans(b_At)).to(DT2).to(CT2), b_dW.to(DT2).to(CT2), input_precision=PREC2)
             * tl.exp(b_Gamma_log))
             + _masked_mix((b_DB * b_dXt), b_K, b_Kr_f, b_Gamma_log, 1, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
@@ -1144,7 +1144,7 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     At = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
-    ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K,
             dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]), device=q.device)
@@ -1196,7 +1196,7 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None, seqs=Non
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     At = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
-    ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K,
             dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]), device=q.device)
@@ -1244,7 +1244,7 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     if not kept:     # none kept, or taken over by an earlier try of this call (explains_resources)
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         At = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
-        ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+        ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         # the products that read hs0 round it to their type: it is stored in that type
         hs0 = torch.empty(B, T, H, K,
                 dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]),

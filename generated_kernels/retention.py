@@ -24,7 +24,7 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
         out_warps=4, out_stages=2, grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, prep_dots='input',
-        scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='input', grad_dots='input',
+        scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='input', grad_dots='tf32',
         grad_gated='tf32x3', dh_store='input', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32,
         fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'))
@@ -265,7 +265,7 @@ def _out_kernel(q, k, v, in_Gamma, h, o, scale, T,
     b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -274,7 +274,7 @@ def _out_kernel(q, k, v, in_Gamma, h, o, scale, T,
             other=0.).to(tl.float32)[:, None]
     # Ql = \text{Diag}\left(\boldsymbol{\gamma}\right) \mathbf{Q} [program retention_chunk, under claims retention.O,
     #   retention.S] (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}\right)\right)^{-1} \mathbf{K} [program retention_chunk, under
     #   claims retention.O, retention.S] (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
@@ -282,8 +282,8 @@ def _out_kernel(q, k, v, in_Gamma, h, o, scale, T,
     #   \overrightarrow{\mathbf{K}}^\top \odot \mathbf{M}\right) \mathbf{V}\right) [claim retention.O, retention.py
     #   §chunk forward]
     b_O = (1.0
-            * ((tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f))
-            + tl.dot(tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3)
+            * ((tl.dot(b_Q.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Ql_f))
+            + tl.dot(tl.where(m_incl, tl.dot(b_Q.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC)
             * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.).to(DT3).to(CT3),
             b_V.to(DT3).to(CT3), input_precision=PREC3)))
 
@@ -373,16 +373,16 @@ def _dstate_kernel(q, do, in_Gamma, dh, dht, dh0, scale, T, NP,
         if KP > 3:
             tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s3, b_ds_k3, mask=m_s3)
         b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
-                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
+                & (o_k0 < K)[None, :], other=0.)
         if KP > 1:
             b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
-                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k1 < K)[None, :], other=0.)
         if KP > 2:
             b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
-                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k2 < K)[None, :], other=0.)
         if KP > 3:
             b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
-                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k3 < K)[None, :], other=0.)
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
                 other=0.)
         b_Gamma_log = tl.load(in_Gamma + (bos + tl.minimum(r_t, T - 1)) * H + i_h, mask=o_t >= 0,
@@ -393,27 +393,27 @@ def _dstate_kernel(q, do, in_Gamma, dh, dht, dh0, scale, T, NP,
         b_gC_log = tl.trans(b_Gamma_log_last)
         # Ql = \text{Diag}\left(\boldsymbol{\gamma}\right) \mathbf{Q} [program retention_chunk, under claims
         #   retention.O, retention.S] (its gate factor, in log space)
-        b_Ql_f = b_Gamma_log
+        b_Ql_f = (tl.log(scale) + b_Gamma_log)
         # dS_prev = \gamma^C \delta \mathbf{S}_{[t]} + \tau \delta \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}}
         #   [claim retention.dS_prev, retention.py §chunk backward]
         b_dS_prev_k0 = ((b_ds_k0 * tl.exp(b_gC_log))
                 + (1.0
-                * tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k0 * tl.exp(b_Ql_f)).to(DT3).to(CT3),
+                * tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT3).to(CT3), b_Q_k0.to(DT3).to(CT3),
                 input_precision=PREC3)))
         if KP > 1:
             b_dS_prev_k1 = ((b_ds_k1 * tl.exp(b_gC_log))
                     + (1.0
-                    * tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k1 * tl.exp(b_Ql_f)).to(DT3).to(CT3),
+                    * tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT3).to(CT3), b_Q_k1.to(DT3).to(CT3),
                     input_precision=PREC3)))
         if KP > 2:
             b_dS_prev_k2 = ((b_ds_k2 * tl.exp(b_gC_log))
                     + (1.0
-                    * tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k2 * tl.exp(b_Ql_f)).to(DT3).to(CT3),
+                    * tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT3).to(CT3), b_Q_k2.to(DT3).to(CT3),
                     input_precision=PREC3)))
         if KP > 3:
             b_dS_prev_k3 = ((b_ds_k3 * tl.exp(b_gC_log))
                     + (1.0
-                    * tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k3 * tl.exp(b_Ql_f)).to(DT3).to(CT3),
+                    * tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT3).to(CT3), b_Q_k3.to(DT3).to(CT3),
                     input_precision=PREC3)))
 
         b_ds_k0 = b_dS_prev_k0
@@ -479,7 +479,7 @@ def _dgradv_kernel(q, k, do, in_Gamma, h, dh, d_v, scale, T, NCH,
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.).to(tl.float32)
     p_c = i_c * H + i_h
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -492,7 +492,7 @@ def _dgradv_kernel(q, k, do, in_Gamma, h, dh, d_v, scale, T, NCH,
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \text{Diag}\left(\boldsymbol{\gamma}\right) \mathbf{Q} [program retention_chunk, under claims retention.O,
     #   retention.S] (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}\right)\right)^{-1} \mathbf{K} [program retention_chunk, under
     #   claims retention.O, retention.S] (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)
@@ -502,7 +502,7 @@ def _dgradv_kernel(q, k, do, in_Gamma, h, dh, d_v, scale, T, NCH,
     b_g_v = ((tl.dot(b_K.to(DT3).to(CT3), tl.trans(b_ds).to(DT3).to(CT3), input_precision=PREC3)
             * tl.exp((b_Kr_f + b_gC_log)))
             + (1.0
-            * tl.dot(tl.where(m_upper, tl.dot(b_K.to(DT3).to(CT3), tl.trans(b_Q).to(DT3).to(CT3), input_precision=PREC3)
+            * tl.dot(tl.where(m_upper, tl.dot(b_K.to(DT).to(CT), tl.trans(b_Q).to(DT).to(CT), input_precision=PREC)
             * tl.exp(b_Kr_f + tl.trans(b_Ql_f)), 0.).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3)))
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
@@ -570,7 +570,7 @@ def _dgradk_kernel(q, k, in_Gamma, v, do, h, dh, d_q, d_k, scale, T, NCH,
     b_vr1 = b_vr1_sum
     b_vr2 = b_vr2_sum
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) + tl.minimum(o_t, n_r - 1) * H, mask=o_t >= 0,
@@ -581,7 +581,7 @@ def _dgradk_kernel(q, k, in_Gamma, v, do, h, dh, d_q, d_k, scale, T, NCH,
     b_gC_log = tl.trans(b_Gamma_log_last)
     # Ql = \text{Diag}\left(\boldsymbol{\gamma}\right) \mathbf{Q} [program retention_chunk, under claims retention.O,
     #   retention.S] (its gate factor, in log space)
-    b_Ql_f = b_Gamma_log
+    b_Ql_f = (tl.log(scale) + b_Gamma_log)
     # Kr = \left(\text{Diag}\left(\boldsymbol{\gamma}\right)\right)^{-1} \mathbf{K} [program retention_chunk, under
     #   claims retention.O, retention.S] (its gate factor, in log space)
     b_Kr_f = (-b_Gamma_log)

@@ -23,9 +23,9 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
         out_warps=4, out_stages=2, grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, prep_dots='tf32',
-        scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='input', grad_dots='tf32',
-        grad_gated='tf32x3', dh_store='input', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32,
-        fp32_wide_BV=16, fp32_stages=1)
+        scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='tf32', grad_dots='tf32',
+        grad_gated='tf32x3', dh_store='fp32', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16,
+        fp32_stages=1)
 # the tiles' arguments, then the parameters' ([H, K] each)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('w', 'k')) + (('u', 'param_k'),)
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
@@ -42,7 +42,7 @@ PARAMS = (('r', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '
 RECURRENT_PARAMS = (('r', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False),
         ('w', 'w', '', '', False), ('u', 'u', '', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["Gc"]
+FP32_TILES = ["Aqk", "Gc"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')]}
@@ -89,7 +89,7 @@ def _intra_kernel(q, k, w, u, out_Gc, out_hs0, out_Aqk, rng, scale, T,
         if tl.load(rng_c) == 0:
             return
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_G = tl.load(w + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
@@ -111,13 +111,13 @@ def _intra_kernel(q, k, w, u, out_Gc, out_hs0, out_Aqk, rng, scale, T,
             b_hs0.to(out_hs0.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # Ql = \mathbf{Q} \odot \exp\left(\mathbf{G}^e\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     #   (its gate factor, in log space)
-    b_Ql_f = b_Ge
+    b_Ql_f = (tl.log(scale) + b_Ge)
     # Kr = \mathbf{K} \odot \exp\left(-\mathbf{G}^c\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     #   (its gate factor, in log space)
     b_Kr_f = (-b_Gc)
     # Bu = \left(\mathbf{Q} \odot \mathbf{K}\right) \boldsymbol{u} [program rwkv6_chunk, under claims rwkv6.O_A,
     #   rwkv6.S_stable]
-    b_Bu = tl.sum((b_Q * b_K) * tl.trans(b_u), axis=1, keep_dims=True)
+    b_Bu = tl.sum(((b_Q.to(tl.float32) * scale).to(tl.float32) * b_K) * tl.trans(b_u), axis=1, keep_dims=True)
     # Aqk = \left(\overleftarrow{\mathbf{Q}} \overrightarrow{\mathbf{K}}^\top \odot \mathbf{M}_{-1}\right) +
     #   \text{Diag}\left(\boldsymbol{b}^u\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     b_Aqk = (_masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_strict, m_mid, True, BT, DT2, CT2, PREC2,
@@ -304,7 +304,7 @@ def _out_kernel(q, v, w, in_Gc, in_Aqk, h, o, scale, T,
     b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_G = tl.load(w + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
@@ -318,7 +318,7 @@ def _out_kernel(q, v, w, in_Gc, in_Aqk, h, o, scale, T,
     b_Ge = (b_Gc - b_G)
     # Ql = \mathbf{Q} \odot \exp\left(\mathbf{G}^e\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     #   (its gate factor, in log space)
-    b_Ql_f = b_Ge
+    b_Ql_f = (tl.log(scale) + b_Ge)
     # O = \overleftarrow{\mathbf{Q}} {\mathbf{S}_{[t-1]}^{C}}^\top + \mathbf{A} \mathbf{V} [claim rwkv6.O_A, rwkv6.py
     #   §chunk forward]
     b_O = (tl.dot((b_Q * tl.exp(b_Ql_f)).to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3)
@@ -410,16 +410,16 @@ def _dstate_kernel(q, w, do, in_Gc, dh, dht, dh0, scale, T, NP,
         if KP > 3:
             tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s3, b_ds_k3, mask=m_s3)
         b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
-                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
+                & (o_k0 < K)[None, :], other=0.)
         if KP > 1:
             b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
-                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k1 < K)[None, :], other=0.)
         if KP > 2:
             b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
-                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k2 < K)[None, :], other=0.)
         if KP > 3:
             b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
-                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k3 < K)[None, :], other=0.)
         b_G_k0 = tl.load(w + ((bos + r_t[:, None]) * H + i_h) * K + o_k0[None, :], mask=m_r[:, None]
                 & (o_k0 < K)[None, :], other=0.).to(tl.float32)
         if KP > 1:
@@ -473,13 +473,13 @@ def _dstate_kernel(q, w, do, in_Gc, dh, dht, dh0, scale, T, NP,
             b_gC_k3 = tl.trans(b_Gc_last_k3)
         # Ql = \mathbf{Q} \odot \exp\left(\mathbf{G}^e\right) [program rwkv6_chunk, under claims rwkv6.O_A,
         #   rwkv6.S_stable] (its gate factor, in log space)
-        b_Ql_f_k0 = b_Ge_k0
+        b_Ql_f_k0 = (tl.log(scale) + b_Ge_k0)
         if KP > 1:
-            b_Ql_f_k1 = b_Ge_k1
+            b_Ql_f_k1 = (tl.log(scale) + b_Ge_k1)
         if KP > 2:
-            b_Ql_f_k2 = b_Ge_k2
+            b_Ql_f_k2 = (tl.log(scale) + b_Ge_k2)
         if KP > 3:
-            b_Ql_f_k3 = b_Ge_k3
+            b_Ql_f_k3 = (tl.log(scale) + b_Ge_k3)
         # dS_prev = \delta \mathbf{S}_{[t]} \text{Diag}\left(\exp\left(\boldsymbol{g}^C\right)\right) + \delta
         #   \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}} [claim rwkv6.dS_prev, rwkv6.py §chunk backward]
         b_dS_prev_k0 = ((b_ds_k0 * tl.exp(tl.trans(b_gC_k0)))
@@ -591,8 +591,8 @@ def _dgradv_kernel(k, v, do, in_Gc, in_Aqk, w_vr2, w_vr4, h, dh, d_v, scale, T, 
     # g_v = \overrightarrow{\mathbf{K}} \text{Diag}\left(\exp\left(\boldsymbol{g}^C\right)\right) \delta
     #   \mathbf{S}_{[t]}^\top + \mathbf{A}^\top \delta \mathbf{O}_{[t]} [claim rwkv6.dV, rwkv6.py §input gradients]
     b_g_v = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2),
-            input_precision=PREC2)
-            + tl.dot(tl.trans(b_Aqk).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
+            input_precision=GPREC)
+            + tl.dot(tl.trans(b_Aqk).to(DT2).to(CT2), b_dO.to(DT2).to(CT2), input_precision=GPREC))
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
@@ -668,7 +668,7 @@ def _dgradk_kernel(q, k, w, u, in_Gc, r_vr2, r_vr4, v, do, h, dh, d_q, d_k, d_w,
     for i_r in tl.static_range(1, NV):
         b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_G = tl.load(w + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]), mask=m_r[:, None]
@@ -688,7 +688,7 @@ def _dgradk_kernel(q, k, w, u, in_Gc, r_vr2, r_vr4, v, do, h, dh, d_q, d_k, d_w,
     b_hs0_f = ((tl.full((BT, 1), 1.0, tl.float32) * tl.trans(b_gC)) - b_Gc)
     # Ql = \mathbf{Q} \odot \exp\left(\mathbf{G}^e\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     #   (its gate factor, in log space)
-    b_Ql_f = b_Ge
+    b_Ql_f = (tl.log(scale) + b_Ge)
     # Kr = \mathbf{K} \odot \exp\left(-\mathbf{G}^c\right) [program rwkv6_chunk, under claims rwkv6.O_A, rwkv6.S_stable]
     #   (its gate factor, in log space)
     b_Kr_f = (-b_Gc)
@@ -701,24 +701,28 @@ def _dgradk_kernel(q, k, w, u, in_Gc, r_vr2, r_vr4, v, do, h, dh, d_q, d_k, d_w,
     #   \boldsymbol{b}^u\right) \mathbf{Q} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dK, rwkv6.py §input
     #   gradients]
     b_dK = (((b_vr3 * tl.exp((tl.trans(b_gC) + (-b_Gc))))
-            + _masked_mix(tl.trans(b_dAqk), b_Q, b_Ql_f, (-b_Gc), 3, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
-            + ((b_dBu * b_Q) * tl.trans(b_u)))
+            + _masked_mix(tl.trans(b_dAqk), b_Q, b_Ql_f, (-b_Gc), 3, m_mid, BT, DT2, CT2, GPREC, rng_c, BLOCKED))
+            + ((b_dBu * (b_Q.to(tl.float32) * scale)) * tl.trans(b_u)))
     # dQ = \delta \overleftarrow{\mathbf{Q}} \odot \exp\left(\mathbf{G}^e\right) + \text{Diag}\left(\delta
     #   \boldsymbol{b}^u\right) \mathbf{K} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dQ, rwkv6.py §input
     #   gradients]
     b_dQ = (((b_vr0 * tl.exp(b_Ge))
-            + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ge, 1, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
+            + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ge, 1, m_mid, BT, DT2, CT2, GPREC, rng_c, BLOCKED))
             + ((b_dBu * b_K) * tl.trans(b_u)))
     # g_q = \delta \overleftarrow{\mathbf{Q}} \odot \exp\left(\mathbf{G}^e\right) + \text{Diag}\left(\delta
     #   \boldsymbol{b}^u\right) \mathbf{K} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dQ, rwkv6.py §input
     #   gradients]
-    b_g_q = b_dQ
+    b_g_q = (((b_vr0 * tl.exp(b_Ge))
+            + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ge, 1, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
+            + ((b_dBu * b_K) * tl.trans(b_u)))
     tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_k = \delta \overrightarrow{\mathbf{K}} \odot \exp\left(-\mathbf{G}^c\right) + \text{Diag}\left(\delta
     #   \boldsymbol{b}^u\right) \mathbf{Q} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dK, rwkv6.py §input
     #   gradients]
-    b_g_k = b_dK
+    b_g_k = (((b_vr3 * tl.exp((tl.trans(b_gC) + (-b_Gc))))
+            + _masked_mix(tl.trans(b_dAqk), b_Q, b_Ql_f, (-b_Gc), 3, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
+            + ((b_dBu * (b_Q.to(tl.float32) * scale)) * tl.trans(b_u)))
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_w = \text{suffix\_sum}_{row}\left(\mathbf{Q} \odot \delta \mathbf{Q} - \mathbf{K} \odot \delta \mathbf{K} +
@@ -727,20 +731,20 @@ def _dgradk_kernel(q, k, w, u, in_Gc, r_vr2, r_vr4, v, do, h, dh, d_q, d_k, d_w,
     #   \mathbf{G}^c\right))}^\top (\mathbf{V} \delta \mathbf{S}_{[t]})\right)\right]^\top\right) -
     #   \overleftarrow{\mathbf{Q}} \odot \delta \overleftarrow{\mathbf{Q}} [claim rwkv6.dw_qk_prev, rwkv6.py §input
     #   gradients]
-    b_g_w = (tl.cumsum((((b_Q * b_dQ) - (b_K * b_dK))
+    b_g_w = (tl.cumsum(((((b_Q.to(tl.float32) * scale) * b_dQ) - (b_K * b_dK))
             + tl.where(m_last,
             tl.trans(((b_vr4 * tl.exp(b_gC))
             + tl.trans(tl.sum((b_K * tl.exp(b_hs0_f)) * b_vr3, axis=0, keep_dims=True)))),
             0.)),
             axis=0, reverse=True)
-            - (b_Q
+            - (b_Q.to(tl.float32)
             * ((b_vr0 * tl.exp(b_Ql_f))
             + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ql_f, 1, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))))
     tl.store(d_w + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_g_w.to(d_w.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_u = \left(\mathbf{Q} \odot \mathbf{K}\right)^\top \delta \boldsymbol{b}^u [claim rwkv6.du_chunk, rwkv6.py
     #   §parameter gradients]
-    b_g_u = tl.trans(tl.sum((b_Q * b_K) * b_dBu, axis=0, keep_dims=True))
+    b_g_u = tl.trans(tl.sum(((b_Q.to(tl.float32) * scale).to(tl.float32) * b_K) * b_dBu, axis=0, keep_dims=True))
     tl.store(d_u + p_c * K + o_k[:, None], b_g_u, mask=(o_k < K)[:, None])
 
 
@@ -827,7 +831,7 @@ def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size
     Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-    Aqk = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+    Aqk = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, w, u, Gc, hs0, Aqk, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
@@ -870,7 +874,7 @@ def _backward_states(q, k, v, w, u, do, dht, scale, chunk_size=None, seqs=None):
     Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-    Aqk = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+    Aqk = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, w, u, Gc, hs0, Aqk, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
@@ -906,7 +910,7 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
         Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         # the products that read hs0 round it to their type: it is stored in that type
         hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-        Aqk = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+        Aqk = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, w, u, Gc, hs0, Aqk, rng, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 

@@ -22,7 +22,7 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
         out_warps=4, out_stages=2, grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, prep_dots='input',
-        scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='input', grad_dots='tf32',
+        scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='tf32', grad_dots='tf32',
         grad_gated='tf32x3', dh_store='fp32', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16,
         fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'head'))
@@ -263,7 +263,7 @@ def _out_kernel(q, k, v, in_Gc, h, o, scale, T,
     b_s = tl.load(h + (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None],
                   mask=m_s, other=0.).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -272,15 +272,15 @@ def _out_kernel(q, k, v, in_Gc, h, o, scale, T,
             other=0.).to(tl.float32)[:, None]
     # Ql = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \mathbf{Q} [program simple_gla_chunk, under claims
     #   simple_gla.O, simple_gla.S] (its gate factor, in log space)
-    b_Ql_f = b_Gc
+    b_Ql_f = (tl.log(scale) + b_Gc)
     # Kr = \text{Diag}\left(\exp\left(-\boldsymbol{g}^c\right)\right) \mathbf{K} [program simple_gla_chunk, under claims
     #   simple_gla.O, simple_gla.S] (its gate factor, in log space)
     b_Kr_f = (-b_Gc)
     # O = \overleftarrow{\mathbf{Q}} {\mathbf{S}_{[t-1]}^{C}}^\top + \left(\overleftarrow{\mathbf{Q}}
     #   \overrightarrow{\mathbf{K}}^\top \odot \mathbf{M}\right) \mathbf{V} [claim simple_gla.O, simple_gla.py §chunk
     #   forward]
-    b_O = ((tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_s).to(DT3).to(CT3), input_precision=PREC3) * tl.exp(b_Ql_f))
-            + tl.dot(tl.where(m_incl, tl.dot(b_Q.to(DT3).to(CT3), tl.trans(b_K).to(DT3).to(CT3), input_precision=PREC3)
+    b_O = ((tl.dot(b_Q.to(DT).to(CT), tl.trans(b_s).to(DT).to(CT), input_precision=PREC) * tl.exp(b_Ql_f))
+            + tl.dot(tl.where(m_incl, tl.dot(b_Q.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC)
             * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.).to(DT3).to(CT3),
             b_V.to(DT3).to(CT3), input_precision=PREC3))
 
@@ -370,16 +370,16 @@ def _dstate_kernel(q, do, in_Gc, dh, dht, dh0, scale, T, NP,
         if KP > 3:
             tl.store(dh + ((boh + i_t) * H + i_h) * K * V + p_s3, b_ds_k3, mask=m_s3)
         b_Q_k0 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k0[None, :], mask=m_r[:, None]
-                & (o_k0 < K)[None, :], other=0.).to(tl.float32) * scale
+                & (o_k0 < K)[None, :], other=0.)
         if KP > 1:
             b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
-                    & (o_k1 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k1 < K)[None, :], other=0.)
         if KP > 2:
             b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
-                    & (o_k2 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k2 < K)[None, :], other=0.)
         if KP > 3:
             b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
-                    & (o_k3 < K)[None, :], other=0.).to(tl.float32) * scale
+                    & (o_k3 < K)[None, :], other=0.)
         b_dO = tl.load(do + ((bos + r_t[:, None]) * H + i_h) * V + o_v[None, :], mask=m_r[:, None] & (o_v < V)[None, :],
                 other=0.)
         b_Gc = tl.load(in_Gc + (bos + tl.minimum(r_t, T - 1)) * H + i_h, mask=o_t >= 0, other=0.).to(tl.float32)[:,
@@ -390,23 +390,23 @@ def _dstate_kernel(q, do, in_Gc, dh, dht, dh0, scale, T, NP,
         b_gC = tl.trans(b_Gc_last)
         # Ql = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \mathbf{Q} [program simple_gla_chunk, under
         #   claims simple_gla.O, simple_gla.S] (its gate factor, in log space)
-        b_Ql_f = b_Gc
+        b_Ql_f = (tl.log(scale) + b_Gc)
         # dS_prev = \exp\left(g^C\right) \delta \mathbf{S}_{[t]} + \delta \mathbf{O}_{[t]}^\top
         #   \overleftarrow{\mathbf{Q}} [claim simple_gla.dS_prev, simple_gla.py §chunk backward]
         b_dS_prev_k0 = ((b_ds_k0 * tl.exp(b_gC))
-                + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k0 * tl.exp(b_Ql_f)).to(DT3).to(CT3),
+                + tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT3).to(CT3), b_Q_k0.to(DT3).to(CT3),
                 input_precision=PREC3))
         if KP > 1:
             b_dS_prev_k1 = ((b_ds_k1 * tl.exp(b_gC))
-                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k1 * tl.exp(b_Ql_f)).to(DT3).to(CT3),
+                    + tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT3).to(CT3), b_Q_k1.to(DT3).to(CT3),
                     input_precision=PREC3))
         if KP > 2:
             b_dS_prev_k2 = ((b_ds_k2 * tl.exp(b_gC))
-                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k2 * tl.exp(b_Ql_f)).to(DT3).to(CT3),
+                    + tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT3).to(CT3), b_Q_k2.to(DT3).to(CT3),
                     input_precision=PREC3))
         if KP > 3:
             b_dS_prev_k3 = ((b_ds_k3 * tl.exp(b_gC))
-                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k3 * tl.exp(b_Ql_f)).to(DT3).to(CT3),
+                    + tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT3).to(CT3), b_Q_k3.to(DT3).to(CT3),
                     input_precision=PREC3))
 
         b_ds_k0 = b_dS_prev_k0
@@ -472,7 +472,7 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.).to(tl.float32)
     p_c = i_c * H + i_h
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
@@ -486,7 +486,7 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
     b_gC = tl.trans(b_Gc_last)
     # Ql = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \mathbf{Q} [program simple_gla_chunk, under claims
     #   simple_gla.O, simple_gla.S] (its gate factor, in log space)
-    b_Ql_f = b_Gc
+    b_Ql_f = (tl.log(scale) + b_Gc)
     # Kr = \text{Diag}\left(\exp\left(-\boldsymbol{g}^c\right)\right) \mathbf{K} [program simple_gla_chunk, under claims
     #   simple_gla.O, simple_gla.S] (its gate factor, in log space)
     b_Kr_f = (-b_Gc)
@@ -498,7 +498,7 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
     # vr4 = \langle \text{Diag}\left(\exp\left(\mathbf{1} g^C - \boldsymbol{g}^c\right)\right) \mathbf{K}, \mathbf{V}
     #   \delta \mathbf{S}_{[t]} \rangle [claim simple_gla.dg_qk_prev, simple_gla.py §input gradients]
     b_vr4 = tl.sum(tl.sum((b_K * tl.exp(((tl.full((BT, 1), 1.0, tl.float32) * b_gC) - b_Gc)))
-            * tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3), axis=1, keep_dims=True),
+            * tl.dot(b_V.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=GPREC), axis=1, keep_dims=True),
             axis=0, keep_dims=True)
     tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]),
             b_vr4.to(w_vr4.dtype.element_ty))
@@ -507,7 +507,7 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
     #   \mathbf{O}_{[t]} [claim simple_gla.dV, simple_gla.py §input gradients]
     b_g_v = ((tl.dot(b_K.to(DT3).to(CT3), tl.trans(b_ds).to(DT3).to(CT3), input_precision=PREC3)
             * tl.exp((b_Kr_f + b_gC)))
-            + tl.dot(tl.where(m_upper, tl.dot(b_K.to(DT3).to(CT3), tl.trans(b_Q).to(DT3).to(CT3), input_precision=PREC3)
+            + tl.dot(tl.where(m_upper, tl.dot(b_K.to(DT).to(CT), tl.trans(b_Q).to(DT).to(CT), input_precision=PREC)
             * tl.exp(b_Kr_f + tl.trans(b_Ql_f)), 0.).to(DT3).to(CT3),
             b_dO.to(DT3).to(CT3), input_precision=PREC3))
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
@@ -567,7 +567,7 @@ def _dgradk_kernel(q, k, in_Gc, r_vr3, r_vr4, v, do, h, dh, d_q, d_k, d_g, scale
         # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim simple_gla.dQl, simple_gla.py §chunk backward]
         b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
         # vr2 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim simple_gla.dKr, simple_gla.py §chunk backward]
-        b_vr2 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
+        b_vr2 = tl.dot(b_V.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=GPREC)
         b_vr0_sum += b_vr0
         b_vr1_sum += b_vr1
         b_vr2_sum += b_vr2
@@ -581,7 +581,7 @@ def _dgradk_kernel(q, k, in_Gc, r_vr3, r_vr4, v, do, h, dh, d_q, d_k, d_g, scale
     for i_r in tl.static_range(1, NV):
         b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.).to(tl.float32) * scale
+            & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_Gc = tl.load(in_Gc + ((bos + i_t * BT) * H + i_h) + tl.minimum(o_t, n_r - 1) * H, mask=o_t >= 0,
@@ -591,7 +591,7 @@ def _dgradk_kernel(q, k, in_Gc, r_vr3, r_vr4, v, do, h, dh, d_q, d_k, d_g, scale
     b_gC = tl.trans(b_Gc_last)
     # Ql = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \mathbf{Q} [program simple_gla_chunk, under claims
     #   simple_gla.O, simple_gla.S] (its gate factor, in log space)
-    b_Ql_f = b_Gc
+    b_Ql_f = (tl.log(scale) + b_Gc)
     # Kr = \text{Diag}\left(\exp\left(-\boldsymbol{g}^c\right)\right) \mathbf{K} [program simple_gla_chunk, under claims
     #   simple_gla.O, simple_gla.S] (its gate factor, in log space)
     b_Kr_f = (-b_Gc)
@@ -599,20 +599,24 @@ def _dgradk_kernel(q, k, in_Gc, r_vr3, r_vr4, v, do, h, dh, d_q, d_k, d_g, scale
     #   simple_gla.dK, simple_gla.py §input gradients]
     b_dK = ((b_vr2 * tl.exp((b_gC + (-b_Gc))))
             + tl.dot(tl.where(m_upper, tl.trans(b_vr1) * tl.exp((-b_Gc) + tl.trans(b_Ql_f)), 0.).to(DT2).to(CT2),
-            b_Q.to(DT2).to(CT2), input_precision=PREC2))
+            b_Q.to(DT2).to(CT2), input_precision=GPREC))
     # dQ = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \delta \overleftarrow{\mathbf{Q}} [claim
     #   simple_gla.dQ, simple_gla.py §input gradients]
     b_dQ = ((b_vr0 * tl.exp(b_Gc))
             + tl.dot(tl.where(m_incl, b_vr1 * tl.exp(b_Gc + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2), b_K.to(DT2).to(CT2),
-            input_precision=PREC2))
+            input_precision=GPREC))
     # g_q = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \delta \overleftarrow{\mathbf{Q}} [claim
     #   simple_gla.dQ, simple_gla.py §input gradients]
-    b_g_q = b_dQ
+    b_g_q = ((b_vr0 * tl.exp(b_Gc))
+            + tl.dot(tl.where(m_incl, b_vr1 * tl.exp(b_Gc + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2), b_K.to(DT2).to(CT2),
+            input_precision=PREC2))
     tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_k = \text{Diag}\left(\exp\left(-\boldsymbol{g}^c\right)\right) \delta \overrightarrow{\mathbf{K}} [claim
     #   simple_gla.dK, simple_gla.py §input gradients]
-    b_g_k = b_dK
+    b_g_k = ((b_vr2 * tl.exp((b_gC + (-b_Gc))))
+            + tl.dot(tl.where(m_upper, tl.trans(b_vr1) * tl.exp((-b_Gc) + tl.trans(b_Ql_f)), 0.).to(DT2).to(CT2),
+            b_Q.to(DT2).to(CT2), input_precision=PREC2))
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_g = \text{suffix\_sum}_{row}\left(\left(\mathbf{Q} \odot \delta \mathbf{Q}\right) \mathbf{1} - \left(\mathbf{K}
@@ -621,7 +625,8 @@ def _dgradk_kernel(q, k, in_Gc, r_vr3, r_vr4, v, do, h, dh, d_q, d_k, d_g, scale
     #   \boldsymbol{g}^c\right)\right) \mathbf{K}, \mathbf{V} \delta \mathbf{S}_{[t]} \rangle)\right]^\top\right) [claim
     #   simple_gla.dg_qk_prev, simple_gla.py §input gradients]
     b_g_g = tl.sum(tl.where(m_upper,
-            tl.trans(((tl.sum((b_Q * b_dQ) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True)
+            tl.trans(((tl.sum(((b_Q.to(tl.float32) * scale) * b_dQ) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)),
+            axis=1, keep_dims=True)
             - tl.sum((b_K * b_dK) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True))
             + tl.where(m_last, tl.trans(((b_vr3 * tl.exp(b_gC)) + b_vr4)), 0.))),
             0.),

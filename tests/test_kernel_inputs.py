@@ -40,6 +40,9 @@ def test_bad_initial_state_and_scale():
         G.chunk_gla(**kw, initial_state=torch.zeros(1, 2, 16, 32, dtype=torch.bfloat16))
     with pytest.raises(ValueError, match="scale must be a finite Python number"):
         G.chunk_gla(**kw, scale=float("nan"))
+    for bad in (0.0, -0.125):      # the kernels carry its log (q's factor, emit.Q_SCALE)
+        with pytest.raises(ValueError, match=f"scale must be positive.*got {bad!r}"):
+            G.chunk_gla(**kw, scale=bad)
     with pytest.raises(ValueError, match="output_final_state must be a bool"):
         G.chunk_gla(**kw, output_final_state="yes")
 

@@ -59,6 +59,26 @@ class Measure:
                                f"{choice}, failed under the interpreter: {type(e).__name__}: "
                                f"{e}") from e
 
+    def reference(self):
+        """('<shape> <tensor>' -> the reference implementation's error / the baseline's,
+        what it is) for the variant's reference, FLA's op of the same name run under the
+        interpreter with the same rounding (chunkproof.bench.fla_interp); (None, why not)
+        where there is none: no FLA op of this name, FLA not installed, or its op failing
+        here (the planner then holds the chunked baseline's target alone, and says so)."""
+        from chunkproof.bench import fla
+        if self.v.name not in fla.ENTRY:
+            return None, f"FLA has no op named {self.v.name}"
+        if not fla.importable():
+            return None, "FLA is not installed (pip install fla-core)"
+        from chunkproof.bench.fla_interp import patched
+        try:
+            with patched():
+                fn = fla.load(self.v.name, True)
+                out = self._ratios(fn)
+        except Exception as e:  # noqa: BLE001  (FLA refusing these shapes, or its kernels failing here)
+            return None, f"FLA's {self.v.name} failed under the interpreter: {type(e).__name__}: {str(e)[:200]}"
+        return out, f"FLA {fla.version()}"
+
     def _ratios(self, fn):
         from chunkproof.bench.calls import fwd_bwd_state
         from chunkproof.fuzz.chunked import errors
