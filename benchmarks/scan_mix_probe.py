@@ -40,8 +40,10 @@ VARIANT = "gated_delta_rule"
 # P1, P2, P3 as printed by `chunkproof gen` (whitespace-insensitive)
 P1 = (r"tl\.dot\(\(b_K \* tl\.exp\(\(b_Kr_f \+ b_gC_log\)\)\)\.to\(DT[23]\)\.to\(CT[23]\), "
       r"tl\.trans\(b_ds\)\.to\(DT[23]\)\.to\(CT[23]\),\s*input_precision=PREC[23]\)")
-P2 = (r"tl\.dot\(tl\.trans\(b_dO\)\.to\(DT[23]\)\.to\(CT[23]\), "
-      r"\(b_Q \* tl\.exp\(b_Ql_f\)\)\.to\(DT[23]\)\.to\(CT[23]\),\s*input_precision=PREC[23]\)")
+# (since session 48 q is read as it is and its factor, the gate and the scale, is on dO;
+# the hand-written copies below put it there too)
+P2 = (r"tl\.dot\(\(tl\.trans\(b_dO\) \* tl\.exp\(tl\.trans\(b_Ql_f\)\)\)\.to\(DT[23]\)\.to\(CT[23]\), "
+      r"b_Q\.to\(DT[23]\)\.to\(CT[23]\),\s*input_precision=PREC[23]\)")
 P3 = (r"tl\.dot\(tl\.trans\(b_dU\)\.to\(DT[23]\)\.to\(CT[23]\), "
       r"b_Wl\.to\(DT[23]\)\.to\(CT[23]\),\s*input_precision=PREC[23]\)")
 
@@ -212,7 +214,7 @@ def kfirst_source(text, start, end, k1, k2, k3, base32=False):
             body = body.replace(a, b)
     body = body.format(
         p1a=p1a, p1b=p1b,
-        p2a=typed("(b_q1 * b_qf)", "b_dO", k2), p2b=typed("(b_q2 * b_qf)", "b_dO", k2),
+        p2a=typed("b_q1", "(b_dO * (tl.exp(b_g) * scale))", k2), p2b=typed("b_q2", "(b_dO * (tl.exp(b_g) * scale))", k2),
         p3a=typed("b_w1", "b_dU", k3), p3b=typed("b_w2", "b_dU", k3))
     return text[:head] + body.rstrip("\n") + text[end:]
 
@@ -222,7 +224,7 @@ def ksplit_source(text, start, end, k1, k2, k3):
     head = text.index("use_dht):", start) + len("use_dht):")
     body = KSPLIT_BODY.format(
         p1a=typed("(b_k1 * b_kf)", "tl.trans(b_ds1)", k1), p1b=typed("(b_k2 * b_kf)", "tl.trans(b_ds2)", k1),
-        p2a=typed("tl.trans(b_dO)", "(b_q1 * b_qf)", k2), p2b=typed("tl.trans(b_dO)", "(b_q2 * b_qf)", k2),
+        p2a=typed("tl.trans(b_dO * b_qf)", "b_q1", k2), p2b=typed("tl.trans(b_dO * b_qf)", "b_q2", k2),
         p3a=typed("tl.trans(b_dU)", "b_w1", k3), p3b=typed("tl.trans(b_dU)", "b_w2", k3))
     return text[:head] + body.rstrip("\n") + text[end:]
 DO_LOAD = (r"b_dO = tl\.load\(do \+ \(\(bos \+ r_t\[:, None\]\) \* H \+ i_h\) \* V \+ o_v\[None, :\], "
@@ -259,7 +261,7 @@ def mixed_source(text, mix):
         p1 = typed("(b_K * tl.exp((b_Kr_f + b_gC_log)))", "tl.trans(b_ds)", k1)
     new = body
     dot = "b_dOT" if "tload" in edits else "tl.trans(b_dO)"
-    subs = [(P1, p1), (P2, typed(dot, "(b_Q * tl.exp(b_Ql_f))", k2)), (P3, typed("tl.trans(b_dU)", "b_Wl", k3))]
+    subs = [(P1, p1), (P2, typed(f"({dot} * tl.exp(tl.trans(b_Ql_f)))", "b_Q", k2)), (P3, typed("tl.trans(b_dU)", "b_Wl", k3))]
     if "tload" in edits:
         subs.append((DO_LOAD, DO_LOAD_T))
     for pat, rep in subs:
