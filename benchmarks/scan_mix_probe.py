@@ -154,11 +154,9 @@ KFIRST_BODY = _HEAD + """
     b_ds2 = tl.zeros([64, BV], dtype=tl.float32)
 """ + _LOOP + """        p_g = in_Gamma + (bos + tl.minimum(r_t, T - 1)) * H + i_h
         b_g = tl.load(p_g).to(tl.float32)[:, None]
-        b_gr = tl.load(p_g).to(tl.float32)[None, :]
         b_gl = tl.load(in_Gamma + (bos + i_t * BT + n_r - 1) * H + i_h).to(tl.float32)
         p_qk = ((bos + r_t[:, None]) * HQ + i_hq) * K
-""" + _DU + """        b_qf = tl.exp(b_gr) * scale
-        b_sf = tl.exp(b_gl)
+""" + _DU + """        b_sf = tl.exp(b_gl)
         p_qt = ((bos + r_t[None, :]) * HQ + i_hq) * K
         p_wt = ((bos + r_t[None, :]) * H + i_h) * K
         mt_1 = (o_k1 < K)[:, None] & m_r[None, :]
