@@ -7,7 +7,7 @@ ours, FLA's, ours / FLA's.
 
     python benchmarks/fla_accuracy_cpu.py --variants gla,retention --shape 1,256,2,64 --out /tmp/acc.md
 
-Needs FLA installed (pip install flash-linear-attention; its kernels are Triton, no GPU
+Needs FLA's kernels installed (pip install fla-core, in the test extra; Triton, no GPU
 needed here).  Times mean nothing (interpreter): FLA's side takes 10-60 s per variant at
 (1, 256, 2, 64).
 """
@@ -68,9 +68,8 @@ def table(rows, shape):
     for variant, ours, theirs in rows:
         for n, e in ours.items():
             f = theirs.get(n)
-            ratio = f"{e / f:.3f}" if f else "-"
-            out.append(f"| {variant} | {n} | {e:.3e} | {f:.3e} | {ratio} |" if f is not None else
-                       f"| {variant} | {n} | {e:.3e} | - | - |")
+            cells = ("-", "-") if f is None else (f"{f:.3e}", f"{e / f:.3f}" if f else "-")
+            out.append(f"| {variant} | {n} | {e:.3e} | {cells[0]} | {cells[1]} |")
     return "\n".join(out) + "\n"
 
 
@@ -91,7 +90,7 @@ def main(argv=None):
     if unknown or not variants:
         _fail(f"--variants: {', '.join(unknown) or 'none given'}; FLA has ops of: {', '.join(fla.ENTRY)}")
     if not fla.importable():
-        _fail("FLA is not installed (pip install flash-linear-attention)")
+        _fail("FLA is not installed (pip install fla-core)")
     rows = []
     for v in variants:
         rows.append((v, *compare(v, B, T, H, D, log=lambda m: print(m, file=sys.stderr, flush=True))))

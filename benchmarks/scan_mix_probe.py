@@ -156,7 +156,8 @@ KFIRST_BODY = _HEAD + """
         b_g = tl.load(p_g).to(tl.float32)[:, None]
         b_gl = tl.load(in_Gamma + (bos + i_t * BT + n_r - 1) * H + i_h).to(tl.float32)
         p_qk = ((bos + r_t[:, None]) * HQ + i_hq) * K
-""" + _DU + """        b_sf = tl.exp(b_gl)
+""" + _DU + """        b_qf = tl.exp(b_g) * scale
+        b_sf = tl.exp(b_gl)
         p_qt = ((bos + r_t[None, :]) * HQ + i_hq) * K
         p_wt = ((bos + r_t[None, :]) * H + i_h) * K
         mt_1 = (o_k1 < K)[:, None] & m_r[None, :]
@@ -212,7 +213,7 @@ def kfirst_source(text, start, end, k1, k2, k3, base32=False):
             body = body.replace(a, b)
     body = body.format(
         p1a=p1a, p1b=p1b,
-        p2a=typed("b_q1", "(b_dO * (tl.exp(b_g) * scale))", k2), p2b=typed("b_q2", "(b_dO * (tl.exp(b_g) * scale))", k2),
+        p2a=typed("b_q1", "(b_dO * b_qf)", k2), p2b=typed("b_q2", "(b_dO * b_qf)", k2),
         p3a=typed("b_w1", "b_dU", k3), p3b=typed("b_w2", "b_dU", k3))
     return text[:head] + body.rstrip("\n") + text[end:]
 

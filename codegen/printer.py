@@ -128,7 +128,7 @@ def _inner_gate_moved(a: Val, b: Val, ashape: tuple, bshape: tuple) -> Tuple[Val
         g, o, gfree, ofree, gshape, oshape = a, b, ashape[0], bshape[1], ("1", inner), (inner, "1")
     if g.facshape not in (gshape, ("1", "1")) or not g.raw or (o.raw and not (ofree == "Dv" and gfree == "Dk")) or o.code is None:
         return a, b
-    moved = Val(o.code, o.shape, fac=_t(g.fac) if g.facshape != ("1", "1") else g.fac,
+    moved = Val(o.code, o.shape, fac=_fac_t(g),
                 facshape=oshape if g.facshape != ("1", "1") else g.facshape, raw=o.raw)
     plain = Val(g.code, g.shape, raw=True)
     return (moved, plain) if o is a else (plain, moved)
@@ -139,8 +139,12 @@ def _gated(v: Val) -> bool:
 
 
 def _t(code: str) -> str:
-    # the scale is one number: nothing to transpose
-    return code if code == SCALE_LOG else f"tl.trans({code})"
+    return f"tl.trans({code})"
+
+
+def _fac_t(v: "Val") -> str:
+    """v's factor transposed with v; a factor of one number (q's scale) stays as it is."""
+    return v.fac if v.facshape == ("1", "1") else _t(v.fac)
 
 
 def _colsums(x: str, y: str) -> str:
@@ -346,7 +350,7 @@ class TritonPrinter(Visitor):
         if a.code is None:
             return Val(None, e.shape(), log=_t(a.log))
         if a.fac is not None:
-            return Val(_t(a.code), e.shape(), fac=_t(a.fac), facshape=a.facshape[::-1], raw=a.raw)
+            return Val(_t(a.code), e.shape(), fac=_fac_t(a), facshape=a.facshape[::-1], raw=a.raw)
         if a.masked is not None:
             return Val(_t(a.code), e.shape(), raw=a.raw, masked=(_FLIP[a.masked[0]], _t(a.masked[1])))
         return Val(_t(a.code), e.shape(), raw=a.raw)
@@ -381,7 +385,7 @@ class TritonPrinter(Visitor):
             if _vector_gated(x, y, e.a.a.shape()[1]):
                 # on and above the diagonal: the transpose of the lower form, whose row
                 # factor (y's, transposed) is the non-increasing one
-                return Val(f"tl.trans(_masked_gated_dot({_t(y.code)}, {_t(y.fac)}, {_t(x.code)}, {_t(x.fac)}, "
+                return Val(f"tl.trans(_masked_gated_dot({_t(y.code)}, {_fac_t(y)}, {_t(x.code)}, {_fac_t(x)}, "
                            f"m_incl, m_mid, False, BT, DT2, CT2, {self.gprec}, rng_c, BLOCKED))", e.shape())
         a = self.p(e.a)
         dense = self.dense(a)

@@ -1,7 +1,7 @@
 """FLA's Triton kernels under Triton's interpreter, on the CPU, to compare their bf16
 errors with ours on the same inputs and the same rounding (benchmarks/fla_accuracy_cpu.py).
 
-Three things stop FLA's kernels there, and `patched()` undoes each for its block:
+Four things stop FLA's kernels there, and `patched()` undoes each for its block:
 
 - bf16 tiles are computed on their bit patterns (chunkproof.fuzz.interp_bf16 fixes it);
 - autotune times every config with a GPU driver: here it keeps the first config that
