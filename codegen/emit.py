@@ -350,14 +350,33 @@ def _reuse_repeated_lines(lines: List[Line]) -> None:
     tile instead.  The gradients a grouped gate gradient reads (g_q is dQ's expression,
     printed again from its claim) repeat whole lines, and Triton's CSE does not merge the
     repeats when they hold gated products: those carry a runtime branch or a loop (region
-    ops), so each copy ran, three products apiece under tf32x3.  Every target is assigned
-    once per stage, so the earlier tile still holds that value."""
-    first: Dict[str, str] = {}
+    ops), so each copy ran, three products apiece under tf32x3.  An earlier line counts as
+    the same code when it differs only in taking GPREC where this one takes PREC2: a
+    precise line (Variant.precise_lines) then also serves the gradient printed again from
+    the same claim, at no cost and never less precisely (GPREC is PREC2 or finer,
+    runtime.kernel_types).  Every target is assigned once per stage, so the earlier tile
+    still holds that value."""
+    first: List[Line] = []
     for ln in lines:
-        if ln.code in first and not re.fullmatch(r"b_\w+", ln.code):
-            ln.code = first[ln.code]
-        else:
-            first.setdefault(ln.code, ln.target)
+        if not re.fullmatch(r"b_\w+", ln.code):
+            same = next((e for e in first if _as_precise(e.code, ln.code)), None)
+            if same is not None:
+                ln.code = same.target
+                continue
+        first.append(ln)
+
+
+_GATED_TYPE = re.compile(r"\b(GPREC|PREC2)\b")
+
+
+def _as_precise(earlier: str, code: str) -> bool:
+    """Whether ``earlier`` computes ``code``'s value with every gated product at least as
+    precise: the same text, GPREC or PREC2 in each of ``code``'s PREC2 places, GPREC in
+    each of its GPREC places."""
+    a, b = _GATED_TYPE.split(earlier), _GATED_TYPE.split(code)
+    if len(a) != len(b):
+        return False
+    return all(x == y or (i % 2 == 1 and y == "PREC2") for i, (x, y) in enumerate(zip(a, b)))
 
 
 def _final(plan: Plan, which: str) -> Final:

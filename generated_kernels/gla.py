@@ -689,8 +689,7 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr4, v, do, h, dh, d_q, d_k, d_g, rng, scal
             (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_k = \delta \overrightarrow{\mathbf{K}_{[t]}} \oslash \mathbf{\Gamma}_{[t]} [claim gla.dK,
     #   003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播, line 190]
-    b_g_k = ((b_vr2 * tl.exp((tl.trans(b_gC_log) + (-b_Gamma_log))))
-            + _masked_mix(b_vr3, b_Q, b_Ql_f, (-b_Gamma_log), 2, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
+    b_g_k = b_dK
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_g = \text{suffix\_sum}_{row}\left(\delta \mathbf{Q}_{[t]} \odot \mathbf{Q}_{[t]} - \delta \mathbf{K}_{[t]} \odot

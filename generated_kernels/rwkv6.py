@@ -712,17 +712,13 @@ def _dgradk_kernel(q, k, w, u, in_Gc, r_vr2, r_vr4, v, do, h, dh, d_q, d_k, d_w,
     # g_q = \delta \overleftarrow{\mathbf{Q}} \odot \exp\left(\mathbf{G}^e\right) + \text{Diag}\left(\delta
     #   \boldsymbol{b}^u\right) \mathbf{K} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dQ, rwkv6.py §input
     #   gradients]
-    b_g_q = (((b_vr0 * tl.exp(b_Ge))
-            + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ge, 1, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
-            + ((b_dBu * b_K) * tl.trans(b_u)))
+    b_g_q = b_dQ
     tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_k = \delta \overrightarrow{\mathbf{K}} \odot \exp\left(-\mathbf{G}^c\right) + \text{Diag}\left(\delta
     #   \boldsymbol{b}^u\right) \mathbf{Q} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dK, rwkv6.py §input
     #   gradients]
-    b_g_k = (((b_vr3 * tl.exp((tl.trans(b_gC) + (-b_Gc))))
-            + _masked_mix(tl.trans(b_dAqk), b_Q, b_Ql_f, (-b_Gc), 3, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
-            + ((b_dBu * (b_Q.to(tl.float32) * scale)) * tl.trans(b_u)))
+    b_g_k = b_dK
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_w = \text{suffix\_sum}_{row}\left(\mathbf{Q} \odot \delta \mathbf{Q} - \mathbf{K} \odot \delta \mathbf{K} +

@@ -607,16 +607,12 @@ def _dgradk_kernel(q, k, in_Gc, r_vr3, r_vr4, v, do, h, dh, d_q, d_k, d_g, scale
             input_precision=GPREC))
     # g_q = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \delta \overleftarrow{\mathbf{Q}} [claim
     #   simple_gla.dQ, simple_gla.py §input gradients]
-    b_g_q = ((b_vr0 * tl.exp(b_Gc))
-            + tl.dot(tl.where(m_incl, b_vr1 * tl.exp(b_Gc + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2), b_K.to(DT2).to(CT2),
-            input_precision=PREC2))
+    b_g_q = b_dQ
     tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_k = \text{Diag}\left(\exp\left(-\boldsymbol{g}^c\right)\right) \delta \overrightarrow{\mathbf{K}} [claim
     #   simple_gla.dK, simple_gla.py §input gradients]
-    b_g_k = ((b_vr2 * tl.exp((b_gC + (-b_Gc))))
-            + tl.dot(tl.where(m_upper, tl.trans(b_vr1) * tl.exp((-b_Gc) + tl.trans(b_Ql_f)), 0.).to(DT2).to(CT2),
-            b_Q.to(DT2).to(CT2), input_precision=PREC2))
+    b_g_k = b_dK
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_g = \text{suffix\_sum}_{row}\left(\left(\mathbf{Q} \odot \delta \mathbf{Q}\right) \mathbf{1} - \left(\mathbf{K}

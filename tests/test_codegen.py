@@ -290,6 +290,21 @@ def test_a_repeated_line_reads_the_first_tile(name):
         assert ("b_g_q", "b_dQ") in [(ln.target, ln.code) for ln in bw.grad_kb.lines]
 
 
+def test_a_gradient_printed_again_reads_the_precise_line_of_its_claim():
+    # GLA's dK is a precise line (its gated mix in GPREC, for the gate gradient); the
+    # stored gradient g_k, printed again from the same claim at PREC2, reads dK's tile
+    # rather than forming the mix a second time.  Never the other way: a PREC2 line does
+    # not stand in for a GPREC one
+    v = dataclasses.replace(BY_NAME["gla"], precise_lines=("dK",))
+    src = gen.render_variant(v)
+    kb = src[src.index("def _dgradk_kernel"):src.index("def tiling_override")]
+    assert "b_g_k = b_dK\n" in kb
+    assert kb.count("_masked_mix(b_vr3") == 1
+    assert emit._as_precise("f(x, GPREC) + f(y, PREC2)", "f(x, PREC2) + f(y, PREC2)")
+    assert not emit._as_precise("f(x, PREC2)", "f(x, GPREC)")
+    assert not emit._as_precise("f(x, GPREC)", "f(z, PREC2)")
+
+
 def test_vred_rowsums_keep_the_c_kernel_off_the_wide_v_reductions():
     # Gated DeltaNet's C kernel read delta O S and V_new delta S (C x Dk, per V block) only
     # for its gate gradient's row sums; with vred_rowsums the V kernel writes those sums
