@@ -337,16 +337,34 @@ def split_gradients(plan: Plan, bwd, hoisted=(), looped=frozenset()) -> Gradient
         if any(has_v(c) for c in kids):
             return red(e)
         if isinstance(e, (ir.DiagV, ir.Inner)) and any(any(has_v(g) for g in c.children()) for c in kids):
+            if any(c in shared for c in kids):
+                # <A, V δS> where another claim reduces V δS itself (simple GLA's dK and
+                # its gate gradient): the K side reads that reduction and forms the inner
+                # product, instead of the V kernel forming V δS a second time
+                return e.map_children(lambda c: red(c) if c in shared else sub(c))
             return red(e)      # diag(X^T Y) whole: a column, not the Dk x Dk product
         return e.map_children(sub)
 
     v_finals = [f for f in finals if has_v(f.expr)]
-    k_finals = []
-    for f in finals:
-        if not has_v(f.expr):
-            source.append(_cite(f.claim))
-            k_finals.append(dataclasses.replace(f, expr=sub(f.expr)))
-            source.pop()
+
+    def k_side_finals():
+        out = []
+        for f in finals:
+            if not has_v(f.expr):
+                source.append(_cite(f.claim))
+                out.append(dataclasses.replace(f, expr=sub(f.expr)))
+                source.pop()
+        return out
+
+    # twice: the first pass finds the reductions some claim needs whole, which the second
+    # shares with the inner products that hold them
+    shared: set = set()
+    k_side_finals()
+    shared = set(reds)
+    reds.clear()
+    kdefs.clear()
+    cites = dict(adj.cites)
+    k_finals = k_side_finals()
     all_reds = list(reds.values())
     red_list = [p for p in all_reds if p.name not in looped]
     # the V kernel: its gradients and the V reductions, V-blocked

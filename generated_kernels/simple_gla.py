@@ -22,7 +22,7 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
         out_warps=4, out_stages=2, grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, prep_dots='input',
-        scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='tf32', grad_dots='tf32',
+        scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='input', grad_dots='tf32',
         grad_gated='tf32x3', dh_store='fp32', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16,
         fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'head'))
@@ -434,7 +434,7 @@ def _dstate_kernel(q, do, in_Gc, dh, dht, dh0, scale, T, NP,
 # one themselves in a loop over the V blocks (Variant.loop_reductions), and hold no
 # whole tile with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, v, do, in_Gc, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
+def _dgradv_kernel(q, k, do, in_Gc, w_vr3, h, dh, d_v, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -475,8 +475,6 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
             & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
-    b_V = tl.load(v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
-            & (o_v < V)[None, :], other=0.)
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
     b_Gc = tl.load(in_Gc + ((bos + i_t * BT) * H + i_h) + tl.minimum(o_t, n_r - 1) * H, mask=o_t >= 0,
@@ -495,13 +493,6 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
     b_vr3 = tl.sum(tl.sum(b_s * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True)
     tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]),
             b_vr3.to(w_vr3.dtype.element_ty))
-    # vr4 = \langle \text{Diag}\left(\exp\left(\mathbf{1} g^C - \boldsymbol{g}^c\right)\right) \mathbf{K}, \mathbf{V}
-    #   \delta \mathbf{S}_{[t]} \rangle [claim simple_gla.dg_qk_prev, simple_gla.py §input gradients]
-    b_vr4 = tl.sum(tl.sum((b_K * tl.exp(((tl.full((BT, 1), 1.0, tl.float32) * b_gC) - b_Gc)))
-            * tl.dot(b_V.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=GPREC), axis=1, keep_dims=True),
-            axis=0, keep_dims=True)
-    tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]),
-            b_vr4.to(w_vr4.dtype.element_ty))
     # g_v = \exp\left(g^C\right) \overrightarrow{\mathbf{K}} \delta \mathbf{S}_{[t]}^\top +
     #   \left(\overrightarrow{\mathbf{K}} \overleftarrow{\mathbf{Q}}^\top \odot \mathbf{M}^\top\right) \delta
     #   \mathbf{O}_{[t]} [claim simple_gla.dV, simple_gla.py §input gradients]
@@ -515,7 +506,7 @@ def _dgradv_kernel(q, k, v, do, in_Gc, w_vr3, w_vr4, h, dh, d_v, scale, T, NCH,
 
 
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradk_kernel(q, k, in_Gc, r_vr3, r_vr4, v, do, h, dh, d_q, d_k, d_g, scale, T, NCH,
+def _dgradk_kernel(q, k, in_Gc, r_vr3, v, do, h, dh, d_q, d_k, d_g, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
@@ -567,7 +558,7 @@ def _dgradk_kernel(q, k, in_Gc, r_vr3, r_vr4, v, do, h, dh, d_q, d_k, d_g, scale
         # vr1 = \delta \mathbf{O}_{[t]} \mathbf{V}^\top   [claim simple_gla.dQl, simple_gla.py §chunk backward]
         b_vr1 = tl.dot(b_dO.to(DT).to(CT), tl.trans(b_V).to(DT).to(CT), input_precision=PREC)
         # vr2 = \mathbf{V} \delta \mathbf{S}_{[t]}   [claim simple_gla.dKr, simple_gla.py §chunk backward]
-        b_vr2 = tl.dot(b_V.to(DT2).to(CT2), b_ds.to(DT2).to(CT2), input_precision=GPREC)
+        b_vr2 = tl.dot(b_V.to(DT3).to(CT3), b_ds.to(DT3).to(CT3), input_precision=PREC3)
         b_vr0_sum += b_vr0
         b_vr1_sum += b_vr1
         b_vr2_sum += b_vr2
@@ -577,9 +568,6 @@ def _dgradk_kernel(q, k, in_Gc, r_vr3, r_vr4, v, do, h, dh, d_q, d_k, d_g, scale
     b_vr3 = tl.load(r_vr3 + p_c * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :])).to(tl.float32)
     for i_r in tl.static_range(1, NV):
         b_vr3 += tl.load(r_vr3 + (i_r * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :])).to(tl.float32)
-    b_vr4 = tl.load(r_vr4 + p_c * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :])).to(tl.float32)
-    for i_r in tl.static_range(1, NV):
-        b_vr4 += tl.load(r_vr4 + (i_r * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :])).to(tl.float32)
     b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
             & (o_k < K)[None, :], other=0.)
     b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
@@ -617,14 +605,19 @@ def _dgradk_kernel(q, k, in_Gc, r_vr3, r_vr4, v, do, h, dh, d_q, d_k, d_g, scale
             b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_g = \text{suffix\_sum}_{row}\left(\left(\mathbf{Q} \odot \delta \mathbf{Q}\right) \mathbf{1} - \left(\mathbf{K}
     #   \odot \delta \mathbf{K}\right) \mathbf{1} + \left[0,\dots,0,\exp\left(g^C\right) \odot (\langle
-    #   \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]} \rangle) + (\langle \text{Diag}\left(\exp\left(\mathbf{1} g^C -
-    #   \boldsymbol{g}^c\right)\right) \mathbf{K}, \mathbf{V} \delta \mathbf{S}_{[t]} \rangle)\right]^\top\right) [claim
-    #   simple_gla.dg_qk_prev, simple_gla.py §input gradients]
+    #   \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]} \rangle) + \langle \text{Diag}\left(\exp\left(\mathbf{1} g^C -
+    #   \boldsymbol{g}^c\right)\right) \mathbf{K}, (\mathbf{V} \delta \mathbf{S}_{[t]}) \rangle\right]^\top\right)
+    #   [claim simple_gla.dg_qk_prev, simple_gla.py §input gradients]
     b_g_g = tl.sum(tl.where(m_upper,
             tl.trans(((tl.sum(((b_Q.to(tl.float32) * scale) * b_dQ) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)),
             axis=1, keep_dims=True)
             - tl.sum((b_K * b_dK) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True))
-            + tl.where(m_last, tl.trans(((b_vr3 * tl.exp(b_gC)) + b_vr4)), 0.))),
+            + tl.where(m_last,
+            tl.trans(((b_vr3 * tl.exp(b_gC))
+            + tl.sum(tl.sum((b_K * tl.exp(((tl.full((BT, 1), 1.0, tl.float32) * b_gC) - b_Gc))) * b_vr2, axis=1,
+            keep_dims=True),
+            axis=0, keep_dims=True))),
+            0.))),
             0.),
             axis=1, keep_dims=True)
     tl.store(d_g + ((bos + i_t * BT) * H + i_h) + o_t * H, tl.reshape(b_g_g, [BT]).to(d_g.dtype.element_ty), mask=m_r)
@@ -800,11 +793,10 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
     NV, NCH, BKF = spec.NV, B * NT * H, BK
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr3 = torch.empty(NV, B * NT * H, 1 * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
-    r_vr4 = torch.empty(NV, B * NT * H, 1 * 1, dtype=torch.float32, device=q.device)
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, v, do, Gc, r_vr3, r_vr4, h, dh, d_v, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, do, Gc, r_vr3, h, dh, d_v, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
 
     # per value head, in fp32, then summed over each query/key head's group
@@ -813,8 +805,7 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
     d_k = empty(B, T, H, K, dtype=torch.float32 if H != HQ else k.dtype, device=q.device)
     d_g = empty_like(g)
 
-    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, Gc, r_vr3, r_vr4, v, do, h, dh, d_q, d_k, d_g, scale,
-            T, NCH,
+    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, Gc, r_vr3, v, do, h, dh, d_q, d_k, d_g, scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradk_kernel"].kwargs)
     if H != HQ:
         d_q = d_q.view(B, T, HQ, H // HQ, K).sum(3).to(q.dtype)

@@ -360,6 +360,26 @@ def test_k_side_reads_no_v_tile(name):
     assert all(r.name in split.v.computes for r in split.v.writes_passed)
 
 
+@pytest.mark.parametrize("name", VARIANTS)
+def test_no_v_reduction_holds_another_whole(name):
+    # an inner product <A, V δS> is passed whole (a scalar per chunk) only where no claim
+    # needs V δS itself; where one does (simple GLA's dK), the K side reads that reduction
+    # and forms the inner product, and the V kernel forms V δS nowhere
+    from chunkproof.codegen import backward
+    from chunkproof.derivations import ir
+    p, bwd = planned(name)
+    pre, _ = backward.hoist_reverse(p, bwd)
+    reds = backward.split_gradients(p, bwd, pre.writes_passed).k_side.reductions
+    exprs = {r.expr for r in reds}
+    # (Variant.vred_rowsums' row sums hold one on purpose: their reader skips the C x Dk one)
+    for r in (r for r in reds if isinstance(r.expr, (ir.Inner, ir.DiagV))):
+        assert not [c for c in r.expr.children() if c in exprs], f"{name}: {r.name} holds another V reduction"
+    if name == "simple_gla":     # V δS reduced once, the inner product over it formed by the K side
+        v_ds = ir.MatMul(ir.Var("V", "C", "Dv", r"\mathbf{V}"), ir.Var("dS", "Dv", "Dk", r"\delta \mathbf{S}_{[t]}"))
+        assert v_ds in exprs
+        assert not [r for r in reds if r.expr != v_ds and v_ds in set(ir.walk(r.expr))]
+
+
 @pytest.mark.parametrize("name", ["gated_delta_rule", "kda", "dplr_delta_rule"])
 def test_c_kernel_writes_what_kb_reads(name):
     # the KB kernel reads the C kernel's tiles (C x C: the inverse, delta X, ...) and the
