@@ -261,7 +261,7 @@ class GradientSplit:
     v_side: VSide
 
 
-def split_gradients(plan: Plan, bwd, hoisted=(), looped=frozenset()) -> GradientSplit:
+def split_gradients(plan: Plan, bwd, hoisted=(), looped=frozenset(), share_rowsums=False) -> GradientSplit:
     """The gradient stage as two kernels.  The V kernel, V-blocked, computes the
     gradients that have a Dv dimension and every *V reduction* the others read: a
     subexpression without a Dv dimension whose operands have one (delta O S_[t-1],
@@ -274,7 +274,10 @@ def split_gradients(plan: Plan, bwd, hoisted=(), looped=frozenset()) -> Gradient
     ``hoisted``: the reverse scan's parallel tiles (hoist_reverse's writes_passed); the
     V kernel reads them where its claims hold the same subexpression (the intra-chunk
     part of delta U) instead of forming it again.  ``looped``: the V reductions the K
-    side forms itself (loop_plan); the V kernel does not write them."""
+    side forms itself (loop_plan); the V kernel does not write them.  ``share_rowsums``:
+    a row sum (X ⊙ Y) 1 whose X another claim needs whole is formed by the K side from
+    that reduction rather than passed as a column (Variant.vred_rowsums); right where the
+    K side is one kernel, which reads X anyway (emit.backward_stages decides)."""
     adj = _adjoints(plan, bwd)
     adj_plain = dict(adj.defs)
     hmap = {p.expr: _named_tile(p.name, p.expr) for p in hoisted if not isinstance(p.expr, ir.Var)}
@@ -321,6 +324,9 @@ def split_gradients(plan: Plan, bwd, hoisted=(), looped=frozenset()) -> Gradient
             if isinstance(e.a, (ir.Add, ir.Sub)):
                 return sub(type(e.a)(ir.MatMul(e.a.a, e.b), ir.MatMul(e.a.b, e.b)))
             if isinstance(e.a, ir.Had) and any(direct(x) and not vdep(y) for x, y in ((e.a.a, e.a.b), (e.a.b, e.a.a))):
+                if share_rowsums and (e.a.a in shared or e.a.b in shared):
+                    # the C x Dk reduction is read anyway (another claim needs it whole)
+                    return ir.MatMul(e.a.map_children(lambda c: red(c) if c in shared else sub(c)), e.b)
                 return red(e)
         if isinstance(e, ir.Var):
             if e.name not in kdefs:

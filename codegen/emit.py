@@ -568,12 +568,17 @@ def backward_stages(plan: Plan, bwd) -> BackwardStages:
     carried = backward.scan_tiles(scan)
     split = backward.split_gradients(plan, bwd, pre.writes_passed + carried)
     ck, kb = backward.split_k(plan, split.k_side)
-    k_side = [("grad_c", ck), ("grad_kb", kb)] if ck.writes_passed else [("grad_k", split.k)]
+    one_k = not ck.writes_passed
+    if one_k:
+        # one K kernel: it reads a C x Dk reduction whole where it needs it, so a row sum
+        # of it is formed there too, not passed beside it
+        split = backward.split_gradients(plan, bwd, pre.writes_passed + carried, share_rowsums=True)
+    k_side = [("grad_k", split.k)] if one_k else [("grad_c", ck), ("grad_kb", kb)]
     loops = _looped(plan, split, k_side)
     # the V reductions the K side forms itself are not written by the V kernel
     gone = {p.name for lp in loops.values() for p in lp["reds"]}
     if gone:
-        split = backward.split_gradients(plan, bwd, pre.writes_passed + carried, looped=gone)
+        split = backward.split_gradients(plan, bwd, pre.writes_passed + carried, looped=gone, share_rowsums=one_k)
     read = {p.name for p in split.v.reads_passed} | {p.name for lp in loops.values() for p in lp["plan"].reads_passed}
     scan = dataclasses.replace(scan, writes_passed=[p for p in carried if p.name in read])
     reverse = reverse_pre = reverse_scan = None

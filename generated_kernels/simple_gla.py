@@ -22,7 +22,7 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
         out_warps=4, out_stages=2, grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, prep_dots='input',
-        scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='input', grad_dots='tf32',
+        scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='input', grad_dots='input',
         grad_gated='tf32x3', dh_store='fp32', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16,
         fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'head'))
@@ -488,7 +488,7 @@ def _dgradv_kernel(q, k, do, in_Gc, w_vr3, h, dh, d_v, scale, T, NCH,
     # Kr = \text{Diag}\left(\exp\left(-\boldsymbol{g}^c\right)\right) \mathbf{K} [program simple_gla_chunk, under claims
     #   simple_gla.O, simple_gla.S] (its gate factor, in log space)
     b_Kr_f = (-b_Gc)
-    # vr3 = \langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]} \rangle [claim simple_gla.dg_qk_prev, simple_gla.py
+    # vr3 = \langle \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]} \rangle [claim simple_gla.dg_scores, simple_gla.py
     #   §input gradients]
     b_vr3 = tl.sum(tl.sum(b_s * b_ds, axis=1, keep_dims=True), axis=0, keep_dims=True)
     tl.store(w_vr3 + (i_v.to(tl.int64) * NCH + p_c) * (1 * 1) + (o_one[:, None] * 1 + o_one[None, :]),
@@ -583,35 +583,50 @@ def _dgradk_kernel(q, k, in_Gc, r_vr3, v, do, h, dh, d_q, d_k, d_g, scale, T, NC
     # Kr = \text{Diag}\left(\exp\left(-\boldsymbol{g}^c\right)\right) \mathbf{K} [program simple_gla_chunk, under claims
     #   simple_gla.O, simple_gla.S] (its gate factor, in log space)
     b_Kr_f = (-b_Gc)
-    # dK = \text{Diag}\left(\exp\left(-\boldsymbol{g}^c\right)\right) \delta \overrightarrow{\mathbf{K}} [claim
-    #   simple_gla.dK, simple_gla.py §input gradients]
-    b_dK = ((b_vr2 * tl.exp((b_gC + (-b_Gc))))
-            + tl.dot(tl.where(m_upper, tl.trans(b_vr1) * tl.exp((-b_Gc) + tl.trans(b_Ql_f)), 0.).to(DT2).to(CT2),
-            b_Q.to(DT2).to(CT2), input_precision=GPREC))
-    # dQ = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \delta \overleftarrow{\mathbf{Q}} [claim
-    #   simple_gla.dQ, simple_gla.py §input gradients]
-    b_dQ = ((b_vr0 * tl.exp(b_Gc))
-            + tl.dot(tl.where(m_incl, b_vr1 * tl.exp(b_Gc + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2), b_K.to(DT2).to(CT2),
-            input_precision=GPREC))
     # g_q = \text{Diag}\left(\exp\left(\boldsymbol{g}^c\right)\right) \delta \overleftarrow{\mathbf{Q}} [claim
     #   simple_gla.dQ, simple_gla.py §input gradients]
-    b_g_q = b_dQ
+    b_g_q = ((b_vr0 * tl.exp(b_Gc))
+            + tl.dot(tl.where(m_incl, b_vr1 * tl.exp(b_Gc + tl.trans(b_Kr_f)), 0.).to(DT2).to(CT2), b_K.to(DT2).to(CT2),
+            input_precision=PREC2))
     tl.store(d_q + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             (b_g_q * scale).to(d_q.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_k = \text{Diag}\left(\exp\left(-\boldsymbol{g}^c\right)\right) \delta \overrightarrow{\mathbf{K}} [claim
     #   simple_gla.dK, simple_gla.py §input gradients]
-    b_g_k = b_dK
+    b_g_k = ((b_vr2 * tl.exp((b_gC + (-b_Gc))))
+            + tl.dot(tl.where(m_upper, tl.trans(b_vr1) * tl.exp((-b_Gc) + tl.trans(b_Ql_f)), 0.).to(DT2).to(CT2),
+            b_Q.to(DT2).to(CT2), input_precision=PREC2))
     tl.store(d_k + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_g_k.to(d_k.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    # g_g = \text{suffix\_sum}_{row}\left(\left(\mathbf{Q} \odot \delta \mathbf{Q}\right) \mathbf{1} - \left(\mathbf{K}
-    #   \odot \delta \mathbf{K}\right) \mathbf{1} + \left[0,\dots,0,\exp\left(g^C\right) \odot (\langle
+    # g_g = \text{suffix\_sum}_{row}\left(\left(\overleftarrow{\mathbf{Q}} \odot (\delta \mathbf{O}_{[t]}
+    #   \mathbf{S}_{[t-1]}^{C})\right) \mathbf{1} - \left(\text{Diag}\left(\exp\left(\mathbf{1} g^C -
+    #   \boldsymbol{g}^c\right)\right) \mathbf{K} \odot (\mathbf{V} \delta \mathbf{S}_{[t]})\right) \mathbf{1} +
+    #   \left(\left(\mathbf{Q} \mathbf{K}^\top \odot \exp\left(\boldsymbol{g}^c \mathbf{1} - \mathbf{1}
+    #   {\boldsymbol{g}^c}^\top\right) \odot \mathbf{M}\right) \odot (\delta \mathbf{O}_{[t]} \mathbf{V}^\top)\right)
+    #   \mathbf{1} - \left(\left(\mathbf{Q} \mathbf{K}^\top \odot \exp\left(\boldsymbol{g}^c \mathbf{1} - \mathbf{1}
+    #   {\boldsymbol{g}^c}^\top\right) \odot \mathbf{M}\right) \odot (\delta \mathbf{O}_{[t]}
+    #   \mathbf{V}^\top)\right)^\top \mathbf{1} + \left[0,\dots,0,\exp\left(g^C\right) \odot (\langle
     #   \mathbf{S}_{[t-1]}^{C}, \delta \mathbf{S}_{[t]} \rangle) + \langle \text{Diag}\left(\exp\left(\mathbf{1} g^C -
     #   \boldsymbol{g}^c\right)\right) \mathbf{K}, (\mathbf{V} \delta \mathbf{S}_{[t]}) \rangle\right]^\top\right)
-    #   [claim simple_gla.dg_qk_prev, simple_gla.py §input gradients]
+    #   [claim simple_gla.dg_scores, simple_gla.py §input gradients]
     b_g_g = tl.sum(tl.where(m_upper,
-            tl.trans(((tl.sum(((b_Q.to(tl.float32) * scale) * b_dQ) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)),
-            axis=1, keep_dims=True)
-            - tl.sum((b_K * b_dK) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True))
+            tl.trans(((((tl.sum(((b_Q * tl.exp(b_Ql_f)) * b_vr0) * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1,
+            keep_dims=True)
+            - tl.sum(((b_K * tl.exp(((tl.full((BT, 1), 1.0, tl.float32) * b_gC) - b_Gc))) * b_vr2)
+            * tl.trans(tl.full((BK, 1), 1.0, tl.float32)), axis=1, keep_dims=True))
+            + tl.sum((tl.where(m_incl,
+            (tl.dot(b_Q.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC)
+            * tl.exp((tl.log(scale)
+            + ((b_Gc * tl.full((1, BT), 1.0, tl.float32)) - (tl.full((BT, 1), 1.0, tl.float32) * tl.trans(b_Gc)))))),
+            0.)
+            * b_vr1)
+            * tl.trans(tl.full((BT, 1), 1.0, tl.float32)), axis=1, keep_dims=True))
+            - tl.trans(tl.sum((tl.where(m_incl,
+            (tl.dot(b_Q.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC)
+            * tl.exp((tl.log(scale)
+            + ((b_Gc * tl.full((1, BT), 1.0, tl.float32)) - (tl.full((BT, 1), 1.0, tl.float32) * tl.trans(b_Gc)))))),
+            0.)
+            * b_vr1)
+            * tl.full((BT, 1), 1.0, tl.float32), axis=0, keep_dims=True)))
             + tl.where(m_last,
             tl.trans(((b_vr3 * tl.exp(b_gC))
             + tl.sum(tl.sum((b_K * tl.exp(((tl.full((BT, 1), 1.0, tl.float32) * b_gC) - b_Gc))) * b_vr2, axis=1,

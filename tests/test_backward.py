@@ -364,12 +364,15 @@ def test_k_side_reads_no_v_tile(name):
 def test_no_v_reduction_holds_another_whole(name):
     # an inner product <A, V δS> is passed whole (a scalar per chunk) only where no claim
     # needs V δS itself; where one does (simple GLA's dK), the K side reads that reduction
-    # and forms the inner product, and the V kernel forms V δS nowhere
+    # and forms the inner product, and the V kernel forms V δS nowhere.  So too a row sum
+    # (X ⊙ Y) 1 where the K side is one kernel (simple GLA's dg_scores)
     from chunkproof.codegen import backward
     from chunkproof.derivations import ir
     p, bwd = planned(name)
     pre, _ = backward.hoist_reverse(p, bwd)
-    reds = backward.split_gradients(p, bwd, pre.writes_passed).k_side.reductions
+    split = backward.split_gradients(p, bwd, pre.writes_passed)
+    one_k = not backward.split_k(p, split.k_side)[0].writes_passed     # as emit.backward_stages
+    reds = backward.split_gradients(p, bwd, pre.writes_passed, share_rowsums=one_k).k_side.reductions
     exprs = {r.expr for r in reds}
     # (Variant.vred_rowsums' row sums hold one on purpose: their reader skips the C x Dk one)
     for r in (r for r in reds if isinstance(r.expr, (ir.Inner, ir.DiagV))):

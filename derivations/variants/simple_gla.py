@@ -98,11 +98,25 @@ nb.adjoint("simple_gla.dg_qk_prev", r"\delta \boldsymbol{g} = \text{suffix\_sum}
                                          + Inner(diag(exp(ONES_C @ gC - Gc)) @ K, V @ dS))), PR,
            what="delta g from the true dQ, dK, the state before the chunk and dS")
 
+# the intra-chunk part of (Q . dQ - K . dK) 1 in the scores' own terms: with
+# A = (Q K^T . D) . M the decayed scores and dA = (dO V^T) . M their gradient, q_i.dq_i
+# holds sum_j dA_ij A_ij and k_j.dk_j sum_i dA_ij A_ij, so the two differ by A's row sums
+# less its column sums; formed so, no large term cancels another (the form above needs
+# dQ and dK to fp32 accuracy for that difference)
+SCORES = tril((Q @ K.T) * DECAY) * (DO @ V.T)
+KEND = diag(exp(ONES_C @ gC - Gc)) @ K
+nb.adjoint("simple_gla.dg_scores", r"\delta \boldsymbol{g} = \text{suffix\_sum}\left((\overleftarrow{\mathbf{Q}} \odot \delta \mathbf{O} \mathbf{S}_{[t-1]}) \mathbf{1} - (\text{Diag}(\exp(\mathbf{1} g^C - \boldsymbol{g}^c)) \mathbf{K} \odot \mathbf{V} \delta \mathbf{S}_{[t]}) \mathbf{1} + (\mathbf{A} \odot \delta \mathbf{A}) \mathbf{1} - (\mathbf{A} \odot \delta \mathbf{A})^\top \mathbf{1} + [0, \ldots, 0, \exp(g^C) \langle \mathbf{S}_{[t-1]}, \delta \mathbf{S}_{[t]} \rangle + \langle \text{Diag}(\exp(\mathbf{1} g^C - \boldsymbol{g}^c)) \mathbf{K}, \mathbf{V} \delta \mathbf{S}_{[t]} \rangle]^\top\right), \ \mathbf{A} = (\mathbf{Q} \mathbf{K}^\top \odot \exp(\boldsymbol{g}^c \mathbf{1}^\top - \mathbf{1} \boldsymbol{g}^{c\top})) \odot \mathbf{M}, \ \delta \mathbf{A} = \delta \mathbf{O} \mathbf{V}^\top",
+           adj(G), revcumsum((Ql * (DO @ S_PREV)) @ ONES_K - (KEND * (V @ dS)) @ ONES_K
+                             + SCORES @ ONES_C - SCORES.T @ ONES_C
+                             + PlaceLast(exp(gC) * Inner(S_PREV, dS) + Inner(KEND, V @ dS))), PR,
+           what="delta g from the decayed scores and their gradient (intra-chunk), the state before the chunk and dS")
+
 DERIVATION = D
 
 # the kernel printed from this derivation; its backward claims are picked from the
 # adjoint claims above (derivations/kernel.py), but for g's: simple_gla.dg reads
-# ->K . delta ->K, whose first factor overflows where a chunk's decay underflows fp32
+# ->K . delta ->K, whose first factor overflows where a chunk's decay underflows fp32, and
+# dg_scores leaves no cancellation to the rounding of dQ and dK
 kernel(D, "chunk_simple_gla", P, outputs="simple_gla.O", state="simple_gla.S",
-       args=dict(q="Q", k="K", v="V", g="G"), backward=dict(grads=dict(g="simple_gla.dg_qk_prev")),
+       args=dict(q="Q", k="K", v="V", g="G"), backward=dict(grads=dict(g="simple_gla.dg_scores")),
        doc="S_t = exp(g_t) S_{t-1} + v_t k_t^T,  o_t = S_t q_t  (g [B, T, H], log-space)")
