@@ -38,7 +38,7 @@ def test_a_named_claim_is_kept_and_an_unknown_one_is_named():
     v = BY_NAME["simple_gla"]
     (d,) = bundled(["variants.simple_gla"])
     got, _ = backward_pick.resolve(v, d)
-    assert got.backward["grads"]["g"] == "simple_gla.dg_qk_prev"
+    assert got.backward["grads"]["g"] == "simple_gla.dg_scores"
     bad = dataclasses.replace(v, backward={"grads": {"g": "simple_gla.nope"}})
     with pytest.raises(CodegenError, match="names claim 'simple_gla.nope'"):
         backward_pick.resolve(bad, d)
