@@ -186,7 +186,6 @@ def _blocked_mix(x, y, f, g, KIND: tl.constexpr, BT: tl.constexpr, DT2: tl.const
     NB: tl.constexpr = BT // 16
     D: tl.constexpr = y.shape[1]
     o_t = tl.arange(0, BT)
-    o_r = tl.arange(0, 16)
     neg = float("-inf")
     p = tl.zeros([BT, D], dtype=tl.float32)
     for I in tl.static_range(NB):
@@ -207,6 +206,17 @@ def _blocked_mix(x, y, f, g, KIND: tl.constexpr, BT: tl.constexpr, DT2: tl.const
                 yi = y * tl.exp(tl.where(cols[:, None], f + g_r, neg))
                 p += tl.exp(tl.where(rows, g - g_r, neg)) * tl.dot(xi.to(DT2).to(CT2), yi.to(DT2).to(CT2),
                                                                    input_precision=PREC2)
+    return p + _diag_block_mix(x, y, f, g, KIND, BT)
+
+
+@triton.jit
+def _diag_block_mix(x, y, f, g, KIND: tl.constexpr, BT: tl.constexpr):
+    # _masked_mix's diagonal 16 x 16 blocks entry by entry in fp32 (every kept exponent
+    # f_j + g_i <= 0), [BT, D]; the other entries of x are not read
+    NB: tl.constexpr = BT // 16
+    D: tl.constexpr = y.shape[1]
+    o_r = tl.arange(0, 16)
+    neg = float("-inf")
     xd = _diag_blocks(x, BT)
     y3 = tl.reshape(y.to(tl.float32), [NB, 16, D])
     f3 = tl.reshape(f, [NB, 16, D])
@@ -226,7 +236,7 @@ def _blocked_mix(x, y, f, g, KIND: tl.constexpr, BT: tl.constexpr, DT2: tl.const
         else:
             keep = (o_r < j)[None, :, None]
         p3 += x_j * y_j * tl.exp(tl.where(keep, f_j + g3, neg))
-    return p + tl.reshape(p3, [BT, D])
+    return tl.reshape(p3, [BT, D])
 
 
 @triton.jit
@@ -258,12 +268,30 @@ def _masked_mix(x, y, f, g, KIND: tl.constexpr, m_mid, BT: tl.constexpr,
     ef = f + mid
     if BLOCKED:
         if _in_rebalanced_range(eg, ef):
-            p = _rebalanced_mix(xm, y, ef, eg, DT2, CT2, PREC2)
+            p = _rebalanced_or_split_mix(xm, y, f, g, ef, eg, KIND, BT, DT2, CT2, PREC2)
         else:
             p = _blocked_mix(xm, y, f, g, KIND, BT, DT2, CT2, PREC2)
     else:
-        p = _rebalanced_mix(xm, y, ef, eg, DT2, CT2, PREC2)
+        p = _rebalanced_or_split_mix(xm, y, f, g, ef, eg, KIND, BT, DT2, CT2, PREC2)
         _flag_out_of_range(rng_c, eg, ef)
+    return p
+
+
+@triton.jit
+def _rebalanced_or_split_mix(xm, y, f, g, ef, eg, KIND: tl.constexpr, BT: tl.constexpr, DT2: tl.constexpr,
+                             CT2: tl.constexpr, PREC2: tl.constexpr):
+    # the rebalanced pass.  A precise line's mix (PREC2 tf32x3) of 16-bit inputs (y as
+    # read): its diagonal 16 x 16 blocks exact in fp32, the rest one tf32 product.  The
+    # near-diagonal entries are the large ones under a decay, and the gate gradient's
+    # difference of dQ . Q and dK . K cancels them: three tf32 passes over the whole mix
+    # cost GLA's and RWKV-6's gradient kernels 1.5-2x on the H100 (docs/measurements.md)
+    if PREC2 == "tf32x3" and y.dtype != tl.float32:
+        o_t = tl.arange(0, BT)
+        off = (o_t[:, None] // 16) != (o_t[None, :] // 16)
+        p = _rebalanced_mix(tl.where(off, xm, 0.), y, ef, eg, DT2, CT2, "tf32") \
+            + _diag_block_mix(xm, y, f, g, KIND, BT)
+    else:
+        p = _rebalanced_mix(xm, y, ef, eg, DT2, CT2, PREC2)
     return p
 
 

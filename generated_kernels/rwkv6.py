@@ -735,7 +735,7 @@ def _dgradk_kernel(q, k, w, u, in_Gc, r_vr2, r_vr4, v, do, h, dh, d_q, d_k, d_w,
             axis=0, reverse=True)
             - (b_Q.to(tl.float32)
             * ((b_vr0 * tl.exp(b_Ql_f))
-            + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ql_f, 1, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))))
+            + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ql_f, 1, m_mid, BT, DT2, CT2, GPREC, rng_c, BLOCKED))))
     tl.store(d_w + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_g_w.to(d_w.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_u = \left(\mathbf{Q} \odot \mathbf{K}\right)^\top \delta \boldsymbol{b}^u [claim rwkv6.du_chunk, rwkv6.py

@@ -4,7 +4,7 @@ import torch
 import triton
 import triton.language as tl
 
-from chunkproof.kernels._runtime import _blocked_gated_dot, _inv_unit_lower
+from chunkproof.kernels._runtime import _blocked_gated_dot, _inv_unit_lower, _masked_mix
 
 
 @triton.jit
@@ -54,5 +54,44 @@ def test_blocked_gated_product_at_mild_decay(strict):
     want = torch.einsum("id,jd->ij", a * f.exp(), b * (-f).exp()).tril(-1 if strict else 0)
     got = torch.empty(BT, BT)
     _blocked_kernel[(1,)](a.float(), f.float(), b.float(), got, BT=BT, D=D, STRICT=strict)
+    err = float(torch.linalg.norm(got.double() - want) / torch.linalg.norm(want))
+    assert err < 1e-5, err
+
+
+@triton.jit
+def _mix_kernel(x_ptr, y_ptr, G_ptr, out_ptr, rng, BT: tl.constexpr, D: tl.constexpr, KIND: tl.constexpr,
+                PREC: tl.constexpr):
+    o_t = tl.arange(0, BT)
+    o_d = tl.arange(0, D)
+    x = tl.load(x_ptr + o_t[:, None] * BT + o_t[None, :])
+    y = tl.load(y_ptr + o_t[:, None] * D + o_d[None, :])
+    G = tl.load(G_ptr + o_t[:, None] * D + o_d[None, :])
+    if KIND >= 2:
+        f, g = G, -G
+    else:
+        f, g = -G, G
+    p = _masked_mix(x, y, f, g, KIND, (o_t == BT // 2)[:, None], BT, tl.float32, tl.float32, PREC, rng, False)
+    tl.store(out_ptr + o_t[:, None] * D + o_d[None, :], p)
+
+
+@pytest.mark.parametrize("prec", ["ieee", "tf32x3"])
+@pytest.mark.parametrize("kind", [0, 1, 2, 3])
+def test_masked_mix_every_kind(kind, prec):
+    # P_id = sum_j x_ij y_jd exp(f_jd + g_id) over j <= i, j < i, j >= i, j > i; with bf16 y
+    # and tf32x3, the precise lines' form (the diagonal 16 x 16 blocks entry by entry, the
+    # rest one product): the same sum (the interpreter multiplies in fp32)
+    BT, D = 64, 32
+    gen = torch.Generator().manual_seed(kind)
+    x = torch.randn(BT, BT, generator=gen, dtype=torch.float64)
+    y = torch.randn(BT, D, generator=gen, dtype=torch.float64).bfloat16()
+    G = torch.cumsum(-0.2 * torch.rand(BT, D, generator=gen, dtype=torch.float64), 0)
+    f, g = (G, -G) if kind >= 2 else (-G, G)
+    i, j = torch.arange(BT)[:, None], torch.arange(BT)[None, :]
+    keep = [i >= j, i > j, i <= j, i < j][kind].double()
+    want = torch.einsum("ij,jd,ijd->id", x * keep, y.double(), (f[None, :, :] + g[:, None, :]).clamp(max=0).exp())
+    got = torch.empty(BT, D)
+    rng = torch.zeros(1, dtype=torch.int32)
+    _mix_kernel[(1,)](x.float(), y, G.float(), got, rng, BT=BT, D=D, KIND=kind, PREC=prec)
+    assert int(rng) == 0
     err = float(torch.linalg.norm(got.double() - want) / torch.linalg.norm(want))
     assert err < 1e-5, err
