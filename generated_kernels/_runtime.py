@@ -115,9 +115,7 @@ def _blocked_gated_dot(a, fa, b, fb, STRICT: tl.constexpr, BT: tl.constexpr, DT2
     # - the 16 x 16 diagonal blocks: exp(fa_i + fb_j) entry by entry, one column j at a
     #   time, in fp32 (the stack of blocks is [BT/16, 16, D]).
     NB: tl.constexpr = BT // 16
-    D: tl.constexpr = a.shape[1]
     o_t = tl.arange(0, BT)
-    o_r = tl.arange(0, 16)
     neg = float("-inf")
     p = tl.zeros([BT, BT], dtype=tl.float32)
     for I in tl.static_range(1, NB):
@@ -125,6 +123,17 @@ def _blocked_gated_dot(a, fa, b, fb, STRICT: tl.constexpr, BT: tl.constexpr, DT2
         a_i = a * tl.exp(tl.where(((o_t // 16) == I)[:, None], fa - f_r, neg))
         b_i = b * tl.exp(tl.where((o_t < 16 * I)[None, :], fb + tl.trans(f_r), neg))
         p += tl.dot(a_i.to(DT2).to(CT2), b_i.to(DT2).to(CT2), input_precision=PREC2)
+    return p + _diag_gated_blocks(a, fa, b, fb, STRICT, BT)
+
+
+@triton.jit
+def _diag_gated_blocks(a, fa, b, fb, STRICT: tl.constexpr, BT: tl.constexpr):
+    # _masked_gated_dot's diagonal 16 x 16 blocks entry by entry, one column j at a time,
+    # in fp32 (the stack of blocks is [BT/16, 16, D]); zero elsewhere
+    NB: tl.constexpr = BT // 16
+    D: tl.constexpr = a.shape[1]
+    o_r = tl.arange(0, 16)
+    neg = float("-inf")
     a3 = tl.reshape(a.to(tl.float32), [NB, 16, D])
     f3 = tl.reshape(fa, [NB, 16, D])
     b3 = tl.reshape(tl.trans(b).to(tl.float32), [NB, 16, D])
@@ -140,7 +149,7 @@ def _blocked_gated_dot(a, fa, b, fb, STRICT: tl.constexpr, BT: tl.constexpr, DT2
             keep = (o_r >= j)[None, :, None]
         col = tl.sum(a3 * b_j * tl.exp(tl.where(keep, f3 + g_j, neg)), axis=2)
         p3 = tl.where((o_r == j)[None, None, :], col[:, :, None], p3)
-    return p + _place_diag_blocks(p3, BT)
+    return _place_diag_blocks(p3, BT)
 
 
 @triton.jit
@@ -161,13 +170,30 @@ def _masked_gated_dot(a, fa, b, fb, m_keep, m_mid, STRICT: tl.constexpr,
     eb = fb + tl.trans(mid)
     if BLOCKED:
         if _in_rebalanced_range(ea, eb):
-            p = _rebalanced_gated_dot(a, ea, b, eb, DT2, CT2, PREC2)
+            p = _rebalanced_or_split_gated_dot(a, fa, ea, b, fb, eb, STRICT, BT, DT2, CT2, PREC2)
         else:
             p = _blocked_gated_dot(a, fa, b, fb, STRICT, BT, DT2, CT2, PREC2)
     else:
-        p = _rebalanced_gated_dot(a, ea, b, eb, DT2, CT2, PREC2)
+        p = _rebalanced_or_split_gated_dot(a, fa, ea, b, fb, eb, STRICT, BT, DT2, CT2, PREC2)
         _flag_out_of_range(rng_c, ea, eb)
     return tl.where(m_keep, p, 0.)
+
+
+@triton.jit
+def _rebalanced_or_split_gated_dot(a, fa, ea, b, fb, eb, STRICT: tl.constexpr, BT: tl.constexpr,
+                                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr):
+    # the rebalanced pass.  In tf32 (or tf32x3) with 16-bit inputs (a as read), as FLA
+    # forms its gated scores: the diagonal 16 x 16 blocks entry by entry in fp32, the rest
+    # one tf32 product; the near-diagonal scores are the large ones under a decay (GLA's
+    # o was 1.07x FLA's error with the whole product in tf32; docs/measurements.md)
+    if (PREC2 == "tf32" or PREC2 == "tf32x3") and a.dtype != tl.float32:
+        o_t = tl.arange(0, BT)
+        same = (o_t[:, None] // 16) == (o_t[None, :] // 16)
+        p = tl.where(same, _diag_gated_blocks(a, fa, b, fb, STRICT, BT),
+                     _rebalanced_gated_dot(a, ea, b, eb, DT2, CT2, "tf32"))
+    else:
+        p = _rebalanced_gated_dot(a, ea, b, eb, DT2, CT2, PREC2)
+    return p
 
 
 @triton.jit

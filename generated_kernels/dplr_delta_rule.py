@@ -21,7 +21,7 @@ from ._runtime import (  # noqa: F401
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
-        out_warps=4, out_stages=2, grad_BV=128, grad_BK=32, grad_warps=8, grad_stages=1, prep_dots='tf32',
+        out_warps=4, out_stages=2, grad_BV=128, grad_BK=32, grad_warps=8, grad_stages=1, prep_dots='input',
         scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='input', grad_dots='tf32',
         grad_gated='tf32x3', dh_store='input', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32,
         fp32_wide_BV=16, fp32_stages=1)
@@ -53,7 +53,7 @@ STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')], "hs1": [('_dstateh_kernel', '
 # tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
 # reduction, layout "vsum", only where one V block covers V), with the tiles written over
 # them: name -> layout
-NARROWED = {"dF": "chunk", "dV2": "vcols", "hr0": "vcols", "vr0": "vsum", "vr5": "vsum", "vr6": "vsum", "vr8": "vsum"}
+NARROWED = {"dF": "chunk", "dV2": "vcols", "hr0": "vcols", "vr0": "vsum", "vr5": "vsum", "vr7": "vsum", "vr8": "vsum"}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -1447,9 +1447,9 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     r_vr4 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr5 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
+    r_vr6 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
-    r_vr6 = torch.empty(NV, B * NT * H, BT * BT, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
-    r_vr7 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
+    r_vr7 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr8 = torch.empty(NV, B * NT * H, BKF * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
 

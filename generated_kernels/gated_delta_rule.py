@@ -23,7 +23,7 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
         out_warps=4, out_stages=2, grad_BV=128, grad_BK=64, grad_warps=8, grad_stages=1, prep_dots='input',
-        scan_dots='input', out_dots='input', reverse_dots='tf32_mixed', gradv_dots='input', grad_dots='input',
+        scan_dots='input', out_dots='input', reverse_dots='tf32_mixed', gradv_dots='input', grad_dots='tf32',
         grad_gated='tf32x3', dh_store='input', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32,
         fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_h'), ('beta', 'head'))
@@ -832,7 +832,7 @@ def _dgradc_kernel(q, k, beta, in_Gamma, in_At, r_vr1, r_vr5, r_vr6, r_vr7, w_dX
         b_vr2 = tl.dot((-b_dVnew).to(DT3).to(CT3), b_s.to(DT3).to(CT3), input_precision=PREC3)
         # vr3 = \delta \mathbf{U}_{[t]} \mathbf{V}_{[t]}^\top [claim gdn.bwd.dA, 002_6404d08dac0301ed.txt §4.1
         #   前向传播, line 118]
-        b_vr3 = tl.dot(b_dU.to(DT3).to(CT3), tl.trans(b_V).to(DT3).to(CT3), input_precision=PREC3)
+        b_vr3 = tl.dot(b_dU.to(DT2).to(CT2), tl.trans(b_V).to(DT2).to(CT2), input_precision=GPREC)
         b_vr2_sum += b_vr2
         b_vr3_sum += b_vr3
     b_vr2 = b_vr2_sum

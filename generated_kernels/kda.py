@@ -22,8 +22,8 @@ from ._runtime import (  # noqa: F401
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
-        out_warps=4, out_stages=2, grad_BV=128, grad_BK=32, grad_warps=8, grad_stages=1, prep_dots='tf32',
-        scan_dots='input', out_dots='input', reverse_dots='tf32', gradv_dots='input', grad_dots='tf32',
+        out_warps=4, out_stages=2, grad_BV=128, grad_BK=32, grad_warps=8, grad_stages=1, prep_dots='input',
+        scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='input', grad_dots='tf32',
         grad_gated='tf32x3', dh_store='input', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32,
         fp32_wide_BV=16, fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_k'), ('beta', 'head'))
@@ -66,14 +66,14 @@ RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 
         ('g', 'g', '', '', False), ('beta', 'beta', '', '', False), ('A_log', None, 'keyword', '', False),
         ('dt_bias', None, 'keyword', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["ch0", "Gamma"]
+FP32_TILES = ["At", "Gamma"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"hs0": [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]}
 # tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
 # reduction, layout "vsum", only where one V block covers V), with the tiles written over
 # them: name -> layout
-NARROWED = {"dXt": "chunk", "vr2": "vsum", "vr5": "vsum"}
+NARROWED = {"dU": "vcols", "dXt": "chunk", "hr0": "vcols", "vr2": "vsum", "vr5": "vsum"}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -502,7 +502,7 @@ def _dstate_pre_kernel(do, in_ch0, w_hr0, scale, T,
     # hr0 = {(\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot
     #   \mathbf{M}\right))}^\top \delta \mathbf{O}_{[t]} [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于
     #   \(\delta \mathbf{\Gamma}_{[t]}\)]
-    b_hr0 = tl.dot(tl.trans(b_ch0).to(DT2).to(CT2), b_dO.to(DT2).to(CT2), input_precision=PREC2)
+    b_hr0 = tl.dot(tl.trans(b_ch0).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3)
 
     tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0.to(w_hr0.dtype.element_ty))
 
@@ -666,8 +666,8 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T
         #   \mathbf{O}_{[t]}^\top \overleftarrow{\mathbf{Q}_{[t]}} - \delta \mathbf{U}_{[t]}^\top \mathbf{W}_{[t]}
         #   [claim kda.bwd.dS_prev, 001_ba6c617d0f1bc209.txt §对于 \(\delta \mathbf{\Gamma}_{[t]}\)]
         b_dS_prev_k0 = (((b_ds_k0 * tl.exp(tl.trans(b_gC_log_k0)))
-                + tl.dot(tl.trans(b_dO).to(DT2).to(CT2), (b_Q_k0 * tl.exp(b_Ql_f_k0)).to(DT2).to(CT2),
-                input_precision=PREC2))
+                + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k0 * tl.exp(b_Ql_f_k0)).to(DT3).to(CT3),
+                input_precision=PREC3))
                 - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W_k0.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 1:
             b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
@@ -677,8 +677,8 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T
                     & (o_k1 < K)[None, :], other=0.)
         if KP > 1:
             b_dS_prev_k1 = (((b_ds_k1 * tl.exp(tl.trans(b_gC_log_k1)))
-                    + tl.dot(tl.trans(b_dO).to(DT2).to(CT2), (b_Q_k1 * tl.exp(b_Ql_f_k1)).to(DT2).to(CT2),
-                    input_precision=PREC2))
+                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k1 * tl.exp(b_Ql_f_k1)).to(DT3).to(CT3),
+                    input_precision=PREC3))
                     - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W_k1.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 2:
             b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
@@ -688,8 +688,8 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T
                     & (o_k2 < K)[None, :], other=0.)
         if KP > 2:
             b_dS_prev_k2 = (((b_ds_k2 * tl.exp(tl.trans(b_gC_log_k2)))
-                    + tl.dot(tl.trans(b_dO).to(DT2).to(CT2), (b_Q_k2 * tl.exp(b_Ql_f_k2)).to(DT2).to(CT2),
-                    input_precision=PREC2))
+                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k2 * tl.exp(b_Ql_f_k2)).to(DT3).to(CT3),
+                    input_precision=PREC3))
                     - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W_k2.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 3:
             b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
@@ -699,8 +699,8 @@ def _dstateh_kernel(q, do, in_Gamma, in_hs0, in_W, r_hr0, dh, dht, dh0, scale, T
                     & (o_k3 < K)[None, :], other=0.)
         if KP > 3:
             b_dS_prev_k3 = (((b_ds_k3 * tl.exp(tl.trans(b_gC_log_k3)))
-                    + tl.dot(tl.trans(b_dO).to(DT2).to(CT2), (b_Q_k3 * tl.exp(b_Ql_f_k3)).to(DT2).to(CT2),
-                    input_precision=PREC2))
+                    + tl.dot(tl.trans(b_dO).to(DT3).to(CT3), (b_Q_k3 * tl.exp(b_Ql_f_k3)).to(DT3).to(CT3),
+                    input_precision=PREC3))
                     - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_W_k3.to(DT3).to(CT3), input_precision=PREC3))
 
         b_ds_k0 = b_dS_prev_k0
@@ -1143,8 +1143,8 @@ def _forward(q, k, v, g, beta, scale, initial_state, output_final_state, chunk_s
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    At = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
-    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K,
             dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]), device=q.device)
@@ -1195,8 +1195,8 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None, seqs=Non
     # the guarded kernels' flags: a chunk whose gated products leave the rebalanced range
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-    At = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
-    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K,
             dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]), device=q.device)
@@ -1209,7 +1209,8 @@ def _backward_states(q, k, v, g, beta, do, dht, scale, chunk_size=None, seqs=Non
 
     dh = torch.empty(B, NT, H, K, V, dtype=torch.float32, device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
-    r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype
+    r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=q.dtype, device=q.device)
 
     r_dU = r_hr0     # written over hr0, read last by the kernel writing it
 
@@ -1243,8 +1244,8 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     if not kept:     # none kept, or taken over by an earlier try of this call (explains_resources)
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
-        At = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
-        ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+        At = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+        ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
         # the products that read hs0 round it to their type: it is stored in that type
         hs0 = torch.empty(B, T, H, K,
                 dtype=spec.stored_type(q.dtype, [('_dstateh_kernel', 'DT2'), ('_state_kernel', 'DT2')]),
@@ -1275,7 +1276,8 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     # the V kernel reads it in fp32 too: in the inputs' dtype under TILING dh_store "input"
     dh = torch.empty(B, NT, H, K, V, dtype=spec.dh_type(q.dtype, []), device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
-    r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype
+    r_hr0 = torch.empty(B * NT * H, BT * BV_full, dtype=q.dtype, device=q.device)
 
     r_dU = r_hr0     # written over hr0, read last by the kernel writing it
 

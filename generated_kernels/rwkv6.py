@@ -22,10 +22,10 @@ from ._runtime import (  # noqa: F401
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
-        out_warps=4, out_stages=2, grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, prep_dots='tf32',
-        scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='tf32', grad_dots='tf32',
-        grad_gated='tf32x3', dh_store='fp32', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16,
-        fp32_stages=1)
+        out_warps=4, out_stages=2, grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, prep_dots='input',
+        scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='input', grad_dots='tf32',
+        grad_gated='tf32x3', dh_store='input', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32,
+        fp32_wide_BV=16, fp32_stages=1)
 # the tiles' arguments, then the parameters' ([H, K] each)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('w', 'k')) + (('u', 'param_k'),)
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
@@ -42,7 +42,7 @@ PARAMS = (('r', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '
 RECURRENT_PARAMS = (('r', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False),
         ('w', 'w', '', '', False), ('u', 'u', '', '', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["Aqk", "Gc"]
+FP32_TILES = ["Gc"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
 STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')]}
@@ -591,8 +591,8 @@ def _dgradv_kernel(k, v, do, in_Gc, in_Aqk, w_vr2, w_vr4, h, dh, d_v, scale, T, 
     # g_v = \overrightarrow{\mathbf{K}} \text{Diag}\left(\exp\left(\boldsymbol{g}^C\right)\right) \delta
     #   \mathbf{S}_{[t]}^\top + \mathbf{A}^\top \delta \mathbf{O}_{[t]} [claim rwkv6.dV, rwkv6.py §input gradients]
     b_g_v = (tl.dot((b_K * tl.exp((b_Kr_f + tl.trans(b_gC)))).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2),
-            input_precision=GPREC)
-            + tl.dot(tl.trans(b_Aqk).to(DT2).to(CT2), b_dO.to(DT2).to(CT2), input_precision=GPREC))
+            input_precision=PREC2)
+            + tl.dot(tl.trans(b_Aqk).to(DT3).to(CT3), b_dO.to(DT3).to(CT3), input_precision=PREC3))
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
@@ -701,13 +701,13 @@ def _dgradk_kernel(q, k, w, u, in_Gc, r_vr2, r_vr4, v, do, h, dh, d_q, d_k, d_w,
     #   \boldsymbol{b}^u\right) \mathbf{Q} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dK, rwkv6.py §input
     #   gradients]
     b_dK = (((b_vr3 * tl.exp((tl.trans(b_gC) + (-b_Gc))))
-            + _masked_mix(tl.trans(b_dAqk), b_Q, b_Ql_f, (-b_Gc), 3, m_mid, BT, DT2, CT2, GPREC, rng_c, BLOCKED))
+            + _masked_mix(tl.trans(b_dAqk), b_Q, b_Ql_f, (-b_Gc), 3, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
             + ((b_dBu * (b_Q.to(tl.float32) * scale)) * tl.trans(b_u)))
     # dQ = \delta \overleftarrow{\mathbf{Q}} \odot \exp\left(\mathbf{G}^e\right) + \text{Diag}\left(\delta
     #   \boldsymbol{b}^u\right) \mathbf{K} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dQ, rwkv6.py §input
     #   gradients]
     b_dQ = (((b_vr0 * tl.exp(b_Ge))
-            + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ge, 1, m_mid, BT, DT2, CT2, GPREC, rng_c, BLOCKED))
+            + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ge, 1, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))
             + ((b_dBu * b_K) * tl.trans(b_u)))
     # g_q = \delta \overleftarrow{\mathbf{Q}} \odot \exp\left(\mathbf{G}^e\right) + \text{Diag}\left(\delta
     #   \boldsymbol{b}^u\right) \mathbf{K} \text{Diag}\left(\boldsymbol{u}\right) [claim rwkv6.dQ, rwkv6.py §input
@@ -735,7 +735,7 @@ def _dgradk_kernel(q, k, w, u, in_Gc, r_vr2, r_vr4, v, do, h, dh, d_q, d_k, d_w,
             axis=0, reverse=True)
             - (b_Q.to(tl.float32)
             * ((b_vr0 * tl.exp(b_Ql_f))
-            + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ql_f, 1, m_mid, BT, DT2, CT2, GPREC, rng_c, BLOCKED))))
+            + _masked_mix(b_dAqk, b_K, b_Kr_f, b_Ql_f, 1, m_mid, BT, DT2, CT2, PREC2, rng_c, BLOCKED))))
     tl.store(d_w + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
             b_g_w.to(d_w.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
     # g_u = \left(\mathbf{Q} \odot \mathbf{K}\right)^\top \delta \boldsymbol{b}^u [claim rwkv6.du_chunk, rwkv6.py
@@ -827,7 +827,7 @@ def _forward(q, k, v, w, u, scale, initial_state, output_final_state, chunk_size
     Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-    Aqk = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    Aqk = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
     spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, w, u, Gc, hs0, Aqk, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
@@ -870,7 +870,7 @@ def _backward_states(q, k, v, w, u, do, dht, scale, chunk_size=None, seqs=None):
     Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
     hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-    Aqk = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+    Aqk = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
     spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, w, u, Gc, hs0, Aqk, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
@@ -906,7 +906,7 @@ def _backward(q, k, v, w, u, do, dht, scale, initial_state=None, chunk_size=None
         Gc = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         # the products that read hs0 round it to their type: it is stored in that type
         hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-        Aqk = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
+        Aqk = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
         spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, w, u, Gc, hs0, Aqk, rng, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 

@@ -4,7 +4,7 @@ import torch
 import triton
 import triton.language as tl
 
-from chunkproof.kernels._runtime import _blocked_gated_dot, _inv_unit_lower, _masked_mix
+from chunkproof.kernels._runtime import _blocked_gated_dot, _inv_unit_lower, _masked_gated_dot, _masked_mix
 
 
 @triton.jit
@@ -92,6 +92,40 @@ def test_masked_mix_every_kind(kind, prec):
     got = torch.empty(BT, D)
     rng = torch.zeros(1, dtype=torch.int32)
     _mix_kernel[(1,)](x.float(), y, G.float(), got, rng, BT=BT, D=D, KIND=kind, PREC=prec)
+    assert int(rng) == 0
+    err = float(torch.linalg.norm(got.double() - want) / torch.linalg.norm(want))
+    assert err < 1e-5, err
+
+
+@triton.jit
+def _gated_kernel(a_ptr, f_ptr, b_ptr, out_ptr, rng, BT: tl.constexpr, D: tl.constexpr, STRICT: tl.constexpr,
+                  PREC: tl.constexpr):
+    o_t = tl.arange(0, BT)
+    o_d = tl.arange(0, D)
+    a = tl.load(a_ptr + o_t[:, None] * D + o_d[None, :])
+    f = tl.load(f_ptr + o_t[:, None] * D + o_d[None, :])
+    b = tl.load(b_ptr + o_t[:, None] * D + o_d[None, :])
+    keep = o_t[:, None] > o_t[None, :] if STRICT else o_t[:, None] >= o_t[None, :]
+    p = _masked_gated_dot(a, f, tl.trans(b), -tl.trans(f), keep, (o_t == BT // 2)[:, None], STRICT, BT,
+                          tl.float32, tl.float32, PREC, rng, False)
+    tl.store(out_ptr + o_t[:, None] * BT + o_t[None, :], p)
+
+
+@pytest.mark.parametrize("prec", ["ieee", "tf32"])
+@pytest.mark.parametrize("strict", [False, True])
+def test_masked_gated_dot_split_form(strict, prec):
+    # with bf16 operands in tf32 the rebalanced pass forms the diagonal 16 x 16 blocks
+    # entry by entry and the rest as one product: the same scores (the interpreter
+    # multiplies in fp32)
+    BT, D = 64, 32
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(BT, D, generator=g, dtype=torch.float64).bfloat16()
+    b = torch.randn(BT, D, generator=g, dtype=torch.float64).bfloat16()
+    f = torch.cumsum(-0.2 * torch.rand(BT, D, generator=g, dtype=torch.float64), 0)
+    want = torch.einsum("id,jd->ij", a.double() * f.exp(), b.double() * (-f).exp()).tril(-1 if strict else 0)
+    got = torch.empty(BT, BT)
+    rng = torch.zeros(1, dtype=torch.int32)
+    _gated_kernel[(1,)](a, f.float(), b, got, rng, BT=BT, D=D, STRICT=strict, PREC=prec)
     assert int(rng) == 0
     err = float(torch.linalg.norm(got.double() - want) / torch.linalg.norm(want))
     assert err < 1e-5, err
