@@ -240,7 +240,7 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
     # types' check (measured once, for both)
     m_long = measure(v, runtime, STORE_SHAPES, SEED, inputs=STORE_INPUTS)
     ref, ref_what = m_long.reference() if hasattr(m_long, "reference") else (None, "the measure offers none")
-    ref = {REF_KEY + k: x for k, x in ref.items()} if ref else ref
+    ref = _keyed(ref) if ref else ref
     say(f"precision of {v.name}: reference errors of {ref_what}" if ref else
         f"precision of {v.name}: no reference implementation to hold the errors to ({ref_what}); "
         f"the chunked baseline's target alone")
@@ -251,9 +251,7 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
         (keys REF_KEY + '<shape> <tensor>')."""
         s = render(apply(v, c))
         r = m.ratios(_describe(c), s)
-        if ref:
-            r.update({REF_KEY + k: x for k, x in m_long.ratios(_describe(c), s).items()})
-        return s, r
+        return s, dict(r, **_keyed(m_long.ratios(_describe(c), s))) if ref else r
     r_top = measured(Choice.most_precise(lines, stores))[1] if gates or ref else {}
     ref = ref or {}
     # each tensor's bound on the reference's side (REF_SLACK, TOP_SLACK)
@@ -313,9 +311,7 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
     def with_long(c, s, rc):
         """``rc`` with the ratios at STORE_SHAPES on REF_INPUTS (REF_KEY keys), measured
         where the climb did not (no reference)."""
-        if ref:
-            return rc
-        return dict(rc, **{REF_KEY + k: x for k, x in m_long.ratios(_describe(c), s).items()})
+        return rc if ref else dict(rc, **_keyed(m_long.ratios(_describe(c), s)))
     mixable = mixable or {}
     for fam in MIXED_FAMILIES:
         if score(r) > 1 or dict(cur.dots)[fam] != "tf32_mixed" or not mixable.get(fam):
@@ -360,14 +356,14 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
     # every error a narrowed store is held to: the kernel's with all of them in fp32, at
     # the planner's shapes and at STORE_SHAPES
     r_all32 = with_long(cur, src, r) if trials else r
-    r_long = r_all32
+    r_chosen = r_all32
     for key, trial, narrow in trials:
         trial = trial or cur.with_narrow(key)
         s, rn = measured(trial)
         both = with_long(trial, s, rn)
         grown = {k: both[k] / r_all32[k] for k in r_all32 if r_all32[k] > 0 and both[k] > r_all32[k] * STORE_SLACK}
         if score(rn) <= 1 and not grown:
-            cur, src, r, r_long = trial, s, rn, both
+            cur, src, r, r_chosen = trial, s, rn, both
             what = f"{key} narrowed to {narrow}"
         else:
             worst_k = max(grown, key=grown.get) if grown else None
@@ -375,7 +371,7 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
                 f"{worst_k} {grown[worst_k]:.3f}x in {narrow}" if grown else f"the target fails in {narrow}")
         steps.append(dict(step=what, worst=target(r), score=score(r)))
         say(f"precision of {v.name}: {what}")
-    r_long = {k: x for k, x in r_long.items() if k.startswith(REF_KEY)}
+    r_long = {k: x for k, x in r_chosen.items() if k.startswith(REF_KEY)}
     worst = target(r)
     rec = dict(version=VERSION, kernel=v.func, target=TARGET, gate_slack=GATE_SLACK, narrow_slack=NARROW_SLACK,
                ref_slack=REF_SLACK, top_slack=TOP_SLACK, reference_inputs=REF_INPUTS, reference=ref_what if ref else f"none: {ref_what}",
@@ -395,6 +391,11 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
                seconds=round(time.time() - t0, 1))
     rec.update(_versions())
     return rec, src
+
+
+def _keyed(ratios: Dict[str, float]) -> Dict[str, float]:
+    """Ratios measured on REF_INPUTS at STORE_SHAPES, keyed apart from the campaign's."""
+    return {REF_KEY + k: x for k, x in ratios.items()}
 
 
 def _narrowed(trial: Choice, mixable, measured, score):
