@@ -53,7 +53,8 @@ STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')], "hs1": [('_dstateh_kernel', '
 # tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
 # reduction, layout "vsum", only where one V block covers V), with the tiles written over
 # them: name -> layout
-NARROWED = {"dF": "chunk", "dV2": "vcols", "hr0": "vcols", "vr0": "vsum", "vr5": "vsum", "vr7": "vsum", "vr8": "vsum"}
+NARROWED = {"dF": "chunk", "dV2": "vcols", "hr0": "vcols", "vr0": "vsum", "vr5": "vsum", "vr6": "vsum", "vr7": "vsum",
+        "vr8": "vsum"}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -1447,7 +1448,8 @@ def _backward(q, k, v, a, b, gk, do, dht, scale, initial_state=None, chunk_size=
     r_vr4 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr5 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
-    r_vr6 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
+    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
+    r_vr6 = torch.empty(NV, B * NT * H, BT * BT, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr7 = torch.empty(NV, B * NT * H, BT * BKF, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V

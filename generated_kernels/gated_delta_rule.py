@@ -23,9 +23,9 @@ from ._runtime import (  # noqa: F401
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
         out_warps=4, out_stages=2, grad_BV=128, grad_BK=64, grad_warps=8, grad_stages=1, prep_dots='input',
-        scan_dots='input', out_dots='input', reverse_dots='tf32_mixed', gradv_dots='input', grad_dots='tf32',
-        grad_gated='tf32x3', dh_store='input', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32,
-        fp32_wide_BV=16, fp32_stages=1)
+        scan_dots='input', out_dots='input', reverse_dots='tf32', gradv_dots='tf32', grad_dots='tf32',
+        grad_gated='tf32x3', dh_store='fp32', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16,
+        fp32_stages=1)
 ARGS = (('q', 'k'), ('k', 'k'), ('v', 'v'), ('g', 'gate_h'), ('beta', 'head'))
 # FLA's other keywords of this function (codegen/fla_api.py): (name, the value that asks
 # for nothing, what it asks for); accepted at that value, refused by name otherwise
@@ -69,7 +69,7 @@ STORED_TYPES = {}
 # tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
 # reduction, layout "vsum", only where one V block covers V), with the tiles written over
 # them: name -> layout
-NARROWED = {"dXt": "chunk", "vr6": "vsum", "vr7": "vsum"}
+NARROWED = {"dXt": "chunk", "vr7": "vsum"}
 
 
 @triton.jit(do_not_specialize=["T"])
@@ -472,8 +472,8 @@ def _dstate_pre_kernel(q, k, do, in_Gamma, w_hr0, scale, T,
     #   \delta \mathbf{O}_{[t]} [claim gdn.bwd.dS_prev, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
     b_hr0 = tl.dot(tl.trans(tl.where(m_incl,
             tl.dot(b_Q.to(DT).to(CT), tl.trans(b_K).to(DT).to(CT), input_precision=PREC)
-            * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)).to(DT3).to(CT3),
-            b_dO.to(DT3).to(CT3), input_precision=PREC3)
+            * tl.exp(b_Ql_f + tl.trans(b_Kr_f)), 0.)).to(DT2).to(CT2),
+            b_dO.to(DT2).to(CT2), input_precision=PREC2)
 
     tl.store(w_hr0 + p_c * (BT * BVF) + (o_t[:, None] * BVF + o_v[None, :]), b_hr0.to(w_hr0.dtype.element_ty))
 
@@ -610,8 +610,8 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T, NP
         #   \overleftarrow{\mathbf{Q}_{[t]}} - \delta \mathbf{U}_{[t]}^\top \overleftarrow{\mathbf{W}_{[t]}} [claim
         #   gdn.bwd.dS_prev, 002_6404d08dac0301ed.txt §4.1 前向传播, line 118]
         b_dS_prev_k0 = (((b_ds_k0 * tl.exp(b_gC_log))
-                + tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT3).to(CT3), b_Q_k0.to(DT3).to(CT3),
-                input_precision=PREC3))
+                + tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT2).to(CT2), b_Q_k0.to(DT2).to(CT2),
+                input_precision=PREC2))
                 - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_Wl_k0.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 1:
             b_Q_k1 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k1[None, :], mask=m_r[:, None]
@@ -621,8 +621,8 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T, NP
                     & (o_k1 < K)[None, :], other=0.)
         if KP > 1:
             b_dS_prev_k1 = (((b_ds_k1 * tl.exp(b_gC_log))
-                    + tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT3).to(CT3), b_Q_k1.to(DT3).to(CT3),
-                    input_precision=PREC3))
+                    + tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT2).to(CT2), b_Q_k1.to(DT2).to(CT2),
+                    input_precision=PREC2))
                     - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_Wl_k1.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 2:
             b_Q_k2 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k2[None, :], mask=m_r[:, None]
@@ -632,8 +632,8 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T, NP
                     & (o_k2 < K)[None, :], other=0.)
         if KP > 2:
             b_dS_prev_k2 = (((b_ds_k2 * tl.exp(b_gC_log))
-                    + tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT3).to(CT3), b_Q_k2.to(DT3).to(CT3),
-                    input_precision=PREC3))
+                    + tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT2).to(CT2), b_Q_k2.to(DT2).to(CT2),
+                    input_precision=PREC2))
                     - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_Wl_k2.to(DT3).to(CT3), input_precision=PREC3))
         if KP > 3:
             b_Q_k3 = tl.load(q + ((bos + r_t[:, None]) * HQ + i_hq) * K + o_k3[None, :], mask=m_r[:, None]
@@ -643,8 +643,8 @@ def _dstateh_kernel(q, k, do, in_Gamma, in_Wl, r_hr0, dh, dht, dh0, scale, T, NP
                     & (o_k3 < K)[None, :], other=0.)
         if KP > 3:
             b_dS_prev_k3 = (((b_ds_k3 * tl.exp(b_gC_log))
-                    + tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT3).to(CT3), b_Q_k3.to(DT3).to(CT3),
-                    input_precision=PREC3))
+                    + tl.dot((tl.trans(b_dO) * tl.exp(tl.trans(b_Ql_f))).to(DT2).to(CT2), b_Q_k3.to(DT2).to(CT2),
+                    input_precision=PREC2))
                     - tl.dot(tl.trans(b_dU).to(DT3).to(CT3), b_Wl_k3.to(DT3).to(CT3), input_precision=PREC3))
 
         b_ds_k0 = b_dS_prev_k0
@@ -1281,8 +1281,7 @@ def _backward(q, k, v, g, beta, do, dht, scale, initial_state=None, chunk_size=N
     r_vr1 = torch.empty(NV, B * NT * H, BT * BT, dtype=torch.float32, device=q.device)
     r_vr4 = torch.empty(NV, B * NT * H, BT * BKF, dtype=torch.float32, device=q.device)
     r_vr5 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32, device=q.device)
-    # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
-    r_vr6 = torch.empty(NV, B * NT * H, BT * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
+    r_vr6 = torch.empty(NV, B * NT * H, BT * 1, dtype=torch.float32, device=q.device)
     # narrowed (Variant.narrowed): in the inputs' dtype where one V block covers V
     r_vr7 = torch.empty(NV, B * NT * H, 1 * 1, dtype=(q.dtype if NV == 1 else torch.float32), device=q.device)
 
