@@ -574,24 +574,42 @@ def test_same_outputs_names_the_tensors_a_changed_module_computes_otherwise(benc
     assert same_outputs.main(argv + [str(tmp_path / "same.py")]) == 0
 
 
-def test_scan_mix_probe_copies_compute_what_the_kernel_does(tmp_path):
+def _recorded_scan_mix():
+    """The probe's plain mix with the three scan products' types the planner recorded for
+    Gated DeltaNet: a product of two computed tiles (P1) in tf32 from reverse_dots = tf32
+    on, one with a tile read from memory (P2: dS_prev#1, P3: dS_prev#2) only at
+    tf32_mixed or where named a mixed line (codegen/precision.py)."""
+    with open(os.path.join(ROOT, "generated_kernels", "gated_delta_rule.precision.json")) as f:
+        choice = json.load(f)["choice"]
+    from scan_mix_probe import MIXES
+    fam, mixed = choice["reverse_dots"], set(choice["mixed_lines"])
+
+    def read_side(n):
+        return "tf32" if fam == "tf32_mixed" or (fam == "tf32" and {"dS_prev", n} & mixed) else "bf16"
+    types = ("tf32" if fam in ("tf32", "tf32_mixed") else "bf16", read_side("dS_prev#1"), read_side("dS_prev#2"))
+    return next(m for m, t in MIXES.items() if t == types)
+
+
+def test_scan_mix_probe_copies_compute_what_the_kernel_does(tmp_path, bench_path):
     # the probe rewrites Gated DeltaNet's generated reverse scan by hand: a regenerated
     # module it no longer matches stops it (SystemExit), and each rewritten copy computes
     # the gradients of the copy with the same product types (same errors under the CPU
     # emulation), so that its GPU timings compare like with like
     out = tmp_path / "mix.md"
     env = dict(os.environ, TRITON_INTERPRET="1")
+    rec = _recorded_scan_mix()
+    mixes = ["m0", "m1", "m4", "m9", "m13", "m16", "m10", "shipped", "lazy"] + ([rec] if rec not in ("m0", "m1", "m4") else [])
     r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "scan_mix_probe.py"), "--out", str(out),
-                        "--cpu", "1,40,1,32", "--mixes", "m0,m1,m4,m9,m13,m16,m10,shipped,lazy"],
+                        "--cpu", "1,40,1,32", "--mixes", ",".join(mixes)],
                        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     rows = {ln.split("|")[1].strip(): ln.split("|")[3] for ln in out.read_text().splitlines()
             if ln.startswith("| ") and not ln.startswith("| mix")}
     errs = {m: {kv.split()[0]: float(kv.split()[1]) for kv in text.split(",")} for m, text in rows.items()}
-    assert set(errs) == {"m0", "m1", "m4", "m9", "m13", "m16", "m10", "shipped", "lazy"}
-    # the module as generated keeps every reverse-scan product in fp32 operands (m0's
-    # types, in K pieces); "lazy" only moves its loads
-    for same, ref in (("m9", "m0"), ("m13", "m0"), ("m16", "m0"), ("m10", "m1"), ("shipped", "m0"),
+    assert set(errs) == set(mixes)
+    # the module as generated multiplies the scan's products in its recorded types (in K
+    # pieces); "lazy" only moves its loads
+    for same, ref in (("m9", "m0"), ("m13", "m0"), ("m16", "m0"), ("m10", "m1"), ("shipped", rec),
                       ("lazy", "shipped")):
         for n, e in errs[ref].items():
             assert errs[same][n] == pytest.approx(e, rel=0.05), (same, n)
