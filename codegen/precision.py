@@ -237,8 +237,8 @@ def fresh(rec: Optional[dict], src: str, runtime: str) -> bool:
         rec.get("gate_slack") == GATE_SLACK and rec.get("narrow_slack") == NARROW_SLACK and \
         rec.get("store_slack") == STORE_SLACK and rec.get("store_shapes") == [list(s) for s in STORE_SHAPES] and \
         rec.get("ref_slack") == REF_SLACK and rec.get("top_slack") == TOP_SLACK and \
-        rec.get("store_inputs") == STORE_INPUTS and \
-        rec.get("shapes") == [list(s) for s in SHAPES] and rec.get("source_sha256") == source_hash(src, runtime)
+        rec.get("store_inputs") == STORE_INPUTS and rec.get("reference_draws") == REF_DRAWS and \
+        rec.get("plateau") == PLATEAU and rec.get("shapes") == [list(s) for s in SHAPES] and rec.get("source_sha256") == source_hash(src, runtime)
 
 
 def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List[str], measure,
