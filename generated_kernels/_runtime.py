@@ -46,6 +46,29 @@ def _place_diag_blocks(x3, BT: tl.constexpr):
 
 
 @triton.jit
+def _diag_block_dot(x, y, BT: tl.constexpr):
+    # the diagonal 16 x 16 blocks of x y (x: [BT, D], y: [D, BT]) as one batched product
+    # of fp32 operands in tf32x3 (about fp32's precision, on the tensor cores; faster than
+    # "ieee" here on the H100, docs/measurements.md), on a BT x BT tile, zero elsewhere
+    NB: tl.constexpr = BT // 16
+    D: tl.constexpr = x.shape[1]
+    x3 = tl.reshape(x.to(tl.float32), [NB, 16, D])
+    y3 = tl.permute(tl.reshape(y.to(tl.float32), [D, NB, 16]), [1, 0, 2])
+    return _place_diag_blocks(tl.dot(x3, y3, input_precision="tf32x3"), BT)
+
+
+@triton.jit
+def _block_diag_times(x, y, BT: tl.constexpr):
+    # x's diagonal 16 x 16 blocks (x: [BT, BT]) times y ([BT, D]), as one batched fp32
+    # product ("ieee": with its inner size of 16, tf32x3 was the slower one on the H100,
+    # docs/measurements.md): [BT, D]
+    NB: tl.constexpr = BT // 16
+    D: tl.constexpr = y.shape[1]
+    y3 = tl.reshape(y.to(tl.float32), [NB, 16, D])
+    return tl.reshape(tl.dot(_diag_blocks(x, BT), y3, input_precision="ieee"), [BT, D])
+
+
+@triton.jit
 def _diag_blocks(x, BT: tl.constexpr):
     # the BT/16 diagonal 16 x 16 blocks of a BT x BT tile, [BT/16, 16, 16]
     NB: tl.constexpr = BT // 16
@@ -182,15 +205,20 @@ def _masked_gated_dot(a, fa, b, fb, m_keep, m_mid, STRICT: tl.constexpr,
 @triton.jit
 def _rebalanced_or_split_gated_dot(a, fa, ea, b, fb, eb, STRICT: tl.constexpr, BT: tl.constexpr,
                                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr):
-    # the rebalanced pass.  In tf32 (or tf32x3) with 16-bit inputs (a as read), as FLA
-    # forms its gated scores: the diagonal 16 x 16 blocks entry by entry in fp32, the rest
-    # one tf32 product; the near-diagonal scores are the large ones under a decay (GLA's
-    # o was 1.07x FLA's error with the whole product in tf32; docs/measurements.md)
-    if (PREC2 == "tf32" or PREC2 == "tf32x3") and a.dtype != tl.float32:
+    # the rebalanced pass.  With 16-bit inputs (a as read) and any product short of
+    # "ieee", as FLA forms its gated scores: the diagonal 16 x 16 blocks at about fp32's
+    # precision (_diag_block_dot of the rebalanced operands; the blocked pass forms them
+    # entry by entry), the rest one product of the rebalanced operands at DT2 / CT2 (tf32
+    # when fp32, the input type's product at the input type).  The near-diagonal scores
+    # are the large ones under a decay (GLA's o was 1.07x FLA's error with the whole
+    # product in tf32; docs/measurements.md)
+    if PREC2 != "ieee" and a.dtype != tl.float32:
         o_t = tl.arange(0, BT)
         same = (o_t[:, None] // 16) == (o_t[None, :] // 16)
-        p = tl.where(same, _diag_gated_blocks(a, fa, b, fb, STRICT, BT),
-                     _rebalanced_gated_dot(a, ea, b, eb, DT2, CT2, "tf32"))
+        ra = a * tl.exp(ea)
+        rb = b * tl.exp(eb)
+        p = tl.where(same, _diag_block_dot(ra, rb, BT),
+                     tl.dot(ra.to(DT2).to(CT2), rb.to(DT2).to(CT2), input_precision="tf32"))
     else:
         p = _rebalanced_gated_dot(a, ea, b, eb, DT2, CT2, PREC2)
     return p
@@ -307,7 +335,8 @@ def _masked_mix(x, y, f, g, KIND: tl.constexpr, m_mid, BT: tl.constexpr,
 def _rebalanced_or_split_mix(xm, y, f, g, ef, eg, KIND: tl.constexpr, BT: tl.constexpr, DT2: tl.constexpr,
                              CT2: tl.constexpr, PREC2: tl.constexpr):
     # the rebalanced pass.  A precise line's mix (PREC2 tf32x3) of 16-bit inputs (y as
-    # read): its diagonal 16 x 16 blocks exact in fp32, the rest one tf32 product.  The
+    # read): its diagonal 16 x 16 blocks in fp32 (one batched product, rebalanced, as in
+    # _rebalanced_or_split_gated_dot), the rest one tf32 product.  The
     # near-diagonal entries are the large ones under a decay, and the gate gradient's
     # difference of dQ . Q and dK . K cancels them: three tf32 passes over the whole mix
     # cost GLA's and RWKV-6's gradient kernels 1.5-2x on the H100 (docs/measurements.md)
@@ -315,7 +344,7 @@ def _rebalanced_or_split_mix(xm, y, f, g, ef, eg, KIND: tl.constexpr, BT: tl.con
         o_t = tl.arange(0, BT)
         off = (o_t[:, None] // 16) != (o_t[None, :] // 16)
         p = _rebalanced_mix(tl.where(off, xm, 0.), y, ef, eg, DT2, CT2, "tf32") \
-            + _diag_block_mix(xm, y, f, g, KIND, BT)
+            + tl.exp(eg) * _block_diag_times(xm, y * tl.exp(ef), BT)
     else:
         p = _rebalanced_mix(xm, y, ef, eg, DT2, CT2, PREC2)
     return p

@@ -78,8 +78,8 @@ def _mix_kernel(x_ptr, y_ptr, G_ptr, out_ptr, rng, BT: tl.constexpr, D: tl.const
 @pytest.mark.parametrize("kind", [0, 1, 2, 3])
 def test_masked_mix_every_kind(kind, prec):
     # P_id = sum_j x_ij y_jd exp(f_jd + g_id) over j <= i, j < i, j >= i, j > i; with bf16 y
-    # and tf32x3, the precise lines' form (the diagonal 16 x 16 blocks entry by entry, the
-    # rest one product): the same sum (the interpreter multiplies in fp32)
+    # and tf32x3, the precise lines' form (the diagonal 16 x 16 blocks as one batched
+    # product, the rest one product): the same sum (the interpreter multiplies in fp32)
     BT, D = 64, 32
     gen = torch.Generator().manual_seed(kind)
     x = torch.randn(BT, BT, generator=gen, dtype=torch.float64)
@@ -99,7 +99,7 @@ def test_masked_mix_every_kind(kind, prec):
 
 @triton.jit
 def _gated_kernel(a_ptr, f_ptr, b_ptr, out_ptr, rng, BT: tl.constexpr, D: tl.constexpr, STRICT: tl.constexpr,
-                  PREC: tl.constexpr):
+                  PREC: tl.constexpr, DT: tl.constexpr = tl.float32):
     o_t = tl.arange(0, BT)
     o_d = tl.arange(0, D)
     a = tl.load(a_ptr + o_t[:, None] * D + o_d[None, :])
@@ -107,25 +107,52 @@ def _gated_kernel(a_ptr, f_ptr, b_ptr, out_ptr, rng, BT: tl.constexpr, D: tl.con
     b = tl.load(b_ptr + o_t[:, None] * D + o_d[None, :])
     keep = o_t[:, None] > o_t[None, :] if STRICT else o_t[:, None] >= o_t[None, :]
     p = _masked_gated_dot(a, f, tl.trans(b), -tl.trans(f), keep, (o_t == BT // 2)[:, None], STRICT, BT,
-                          tl.float32, tl.float32, PREC, rng, False)
+                          DT, tl.float32, PREC, rng, False)
     tl.store(out_ptr + o_t[:, None] * BT + o_t[None, :], p)
 
 
 @pytest.mark.parametrize("prec", ["ieee", "tf32"])
 @pytest.mark.parametrize("strict", [False, True])
 def test_masked_gated_dot_split_form(strict, prec):
-    # with bf16 operands in tf32 the rebalanced pass forms the diagonal 16 x 16 blocks
-    # entry by entry and the rest as one product: the same scores (the interpreter
+    # with bf16 operands in tf32 the rebalanced pass forms the diagonal 16 x 16 blocks as
+    # one batched product and the rest as another: the same scores (the interpreter
     # multiplies in fp32)
-    BT, D = 64, 32
-    g = torch.Generator().manual_seed(7)
-    a = torch.randn(BT, D, generator=g, dtype=torch.float64).bfloat16()
-    b = torch.randn(BT, D, generator=g, dtype=torch.float64).bfloat16()
-    f = torch.cumsum(-0.2 * torch.rand(BT, D, generator=g, dtype=torch.float64), 0)
-    want = torch.einsum("id,jd->ij", a.double() * f.exp(), b.double() * (-f).exp()).tril(-1 if strict else 0)
+    a, b, f, want = _gated_case(strict)
+    BT, D = a.shape
     got = torch.empty(BT, BT)
     rng = torch.zeros(1, dtype=torch.int32)
     _gated_kernel[(1,)](a, f.float(), b, got, rng, BT=BT, D=D, STRICT=strict, PREC=prec)
     assert int(rng) == 0
     err = float(torch.linalg.norm(got.double() - want) / torch.linalg.norm(want))
     assert err < 1e-5, err
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_masked_gated_dot_split_at_the_input_type(strict):
+    # at the input type (the rest of the product of bf16-rounded operands; in fp32 here, as
+    # dot_types multiplies them under the interpreter, which cannot multiply bf16 tiles)
+    # the diagonal blocks keep fp32's precision: only the entries off them carry bf16's
+    # rounding
+    a, b, f, want = _gated_case(strict)
+    BT, D = a.shape
+    got = torch.empty(BT, BT)
+    rng = torch.zeros(1, dtype=torch.int32)
+    _gated_kernel[(1,)](a, f.float(), b, got, rng, BT=BT, D=D, STRICT=strict, PREC="tf32", DT=tl.bfloat16)
+    assert int(rng) == 0
+    i, j = torch.arange(BT)[:, None], torch.arange(BT)[None, :]
+    same = (i // 16) == (j // 16)
+    err = (got.double() - want).abs()
+    on = float(err[same].norm() / want[same].norm())
+    off = float(err[~same].norm() / want[~same].norm())
+    assert on < 1e-5, on
+    assert 1e-4 < off < 2e-2, off      # bf16 products there: rounded, not exact
+
+
+def _gated_case(strict):
+    BT, D = 64, 32
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(BT, D, generator=g, dtype=torch.float64).bfloat16()
+    b = torch.randn(BT, D, generator=g, dtype=torch.float64).bfloat16()
+    f = torch.cumsum(-0.2 * torch.rand(BT, D, generator=g, dtype=torch.float64), 0)
+    want = torch.einsum("id,jd->ij", a.double() * f.exp(), b.double() * (-f).exp()).tril(-1 if strict else 0)
+    return a, b, f, want
