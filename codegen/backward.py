@@ -410,7 +410,7 @@ def split_gradients(plan: Plan, bwd, hoisted=(), looped=frozenset(), share_rowsu
                          VSide(plan, adj_defs, hnames, list(hoisted), cites))
 
 
-def _sums_over(e: ir.Expr, dim: str) -> bool:
+def sums_over(e: ir.Expr, dim: str) -> bool:
     """Whether some part of e sums over ``dim`` (a tile without it formed from one with it)."""
     return any(dim not in n.shape() and any(dim in c.shape() for c in n.children()) for n in ir.walk(e))
 
@@ -427,7 +427,7 @@ def loopable(side: VSide, p: Passed, blocked: bool) -> bool:
     dmap.update(side.adj_defs)
     if any("Dv" in dmap[n].shape() and not isinstance(dmap[n], ir.Var) for n in fwd + names):
         return False
-    return not (blocked and (_sums_over(p.expr, "Dk") or any(_sums_over(dmap[n], "Dk") for n in fwd + names)))
+    return not (blocked and (sums_over(p.expr, "Dk") or any(sums_over(dmap[n], "Dk") for n in fwd + names)))
 
 
 def loop_plan(side: VSide, reds: List[Passed]) -> KernelPlan:

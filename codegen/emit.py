@@ -429,7 +429,9 @@ class BackwardStages:
     (reverse) when nothing in it is state-free (GLA), else a parallel kernel
     (reverse_pre) and the scan reading its tiles (reverse_scan).  The gradients: the V
     kernel, then the K kernel (grad_k) when no tile needs whole K rows (GLA), else the C
-    kernel and the KB kernel blocked over K (grad_c, grad_kb)."""
+    kernel and the KB kernel blocked over K (grad_c, grad_kb).  The K kernel is blocked
+    over K too (k_blocked) where nothing in it sums over Dk (GLA, RWKV-6: every gradient
+    line is per K column): each program holds C x BK tiles instead of C x K."""
     reverse: Optional[Stage]
     reverse_pre: Optional[Stage]
     reverse_scan: Optional[Stage]
@@ -437,6 +439,11 @@ class BackwardStages:
     grad_k: Optional[Stage]
     grad_c: Optional[Stage]
     grad_kb: Optional[Stage]
+    k_blocked: bool = False
+
+    def k_blocks(self) -> Optional[Stage]:
+        """The gradient kernel blocked over K (TILING grad_BK), or None."""
+        return self.grad_kb or (self.grad_k if self.k_blocked else None)
 
     # each stage's kernel, as the templates name it
     KERNELS = dict(reverse="_dstate_kernel", reverse_pre="_dstate_pre_kernel", reverse_scan="_dstateh_kernel",
@@ -604,8 +611,20 @@ def backward_stages(plan: Plan, bwd) -> BackwardStages:
         k_stages[f] = st
     later = [k_stages[f] for f in k_stages if k_stages[f].loop]
     _write_over(scan, reverse_scan or reverse, [grad_v] + [s.loop for s in later])
+    blocked = one_k and not _sums_over_k(dict(k_side)["grad_k"], loops.get("grad_k"))
     return BackwardStages(reverse, reverse_pre, reverse_scan, grad_v, k_stages.get("grad_k"),
-                          k_stages.get("grad_c"), k_stages.get("grad_kb"))
+                          k_stages.get("grad_c"), k_stages.get("grad_kb"), blocked)
+
+
+def _sums_over_k(kp, loop) -> bool:
+    """Whether the one K kernel (its plan ``kp`` and V loop ``loop``, _looped's) forms
+    something summed over Dk: it then needs whole K rows and is not blocked over K."""
+    dmap = kp.defs()
+    exprs = [dmap[n] for n in kp.computes] + [f.expr for f in kp.finals]
+    if loop:
+        ldefs = loop["plan"].defs()
+        exprs += [ldefs[n] for n in loop["plan"].computes]
+    return any(backward.sums_over(e, "Dk") for e in exprs)
 
 
 def _looped(plan: Plan, split, k_side) -> Dict[str, dict]:

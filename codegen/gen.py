@@ -77,12 +77,13 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
             raise CodegenError(f"variant {v.name}: mixed_lines names {unknown}, which no gradient or reverse "
                                f"scan kernel computes with a product of a tile read from memory by a computed "
                                f"one (those products: {products})")
-    tiling = tiling_of(v, bw.grad_kb if bw else None)
+    kb = bw.k_blocks() if bw else None
+    tiling = tiling_of(v, kb)
     if bw:
-        if (tiling.grad_BK is None) != (bw.grad_kb is None):
+        if (tiling.grad_BK is None) != (kb is None):
             raise CodegenError(f"variant {v.name}: TILING grad_BK is {tiling.grad_BK!r}, but its gradient "
-                               f"stage {'has a' if bw.grad_kb else 'has no'} K-blocked kernel "
-                               f"(set grad_BK {'to a K block size' if bw.grad_kb else 'to None'})")
+                               f"stage {'has a' if kb else 'has no'} K-blocked kernel "
+                               f"(set grad_BK {'to a K block size' if kb else 'to None'})")
     scans = [state] + ([bw.reverse or bw.reverse_scan] if bw else [])
     if any(st.guarded for st in scans):
         # a sequential kernel cannot run a chunk again (Launch guarded): its programs

@@ -74,7 +74,8 @@ class Tiling:
     grad_BV: int = _key("V block of the gradient kernels (at most V); where their launch needs more shared "
                         "memory than the GPU has, the backward halves it until it fits, once per inputs' "
                         "dtype and head sizes", "block")
-    grad_BK: int | None = _key("K block of the gradient KB kernel; None where the K side is not split",
+    grad_BK: int | None = _key("K block of the gradient kernel blocked over K (the KB kernel, or the one K "
+                               "kernel where nothing in it sums over K); None where there is none",
                                "block_or_none")
     grad_warps: int = _key("warps of the gradient kernels", WARPS)
     grad_stages: int = _key("pipelining stages of the gradient kernels", "positive")

@@ -21,7 +21,7 @@ from ._runtime import (  # noqa: F401
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
 TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, scan_warps=8, scan_stages=2,
-        out_warps=4, out_stages=2, grad_BV=128, grad_BK=None, grad_warps=8, grad_stages=1, prep_dots='input',
+        out_warps=4, out_stages=2, grad_BV=128, grad_BK=64, grad_warps=8, grad_stages=1, prep_dots='input',
         scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='tf32', grad_dots='tf32',
         grad_gated='tf32x3', dh_store='fp32', autotune=True, keep_forward=True, fp32_BT=32, fp32_BV=32, fp32_wide_BV=16,
         fp32_stages=1)
@@ -585,8 +585,8 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr4, v, do, h, dh, d_q, d_k, d_g, rng, scal
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
                            NV: tl.constexpr, BKF: tl.constexpr, BVF: tl.constexpr, BLOCKED: tl.constexpr):
-    # one program per (chunk, batch*head)
-    i_t, i_bh = tl.program_id(0), tl.program_id(1)
+    # one program per (K block of BK, chunk, batch*head); BKF: the padded K of the tiles in memory
+    i_k, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
     i_hq = i_h // (H // HQ)
     if VARLEN:
@@ -599,7 +599,7 @@ def _dgradk_kernel(q, k, in_Gamma, r_vr4, v, do, h, dh, d_q, d_k, d_g, rng, scal
         bos = i_b.to(tl.int64) * T
         i_c = i_b.to(tl.int64) * tl.cdiv(T, BT) + i_t
     o_t = tl.arange(0, BT)
-    o_k = tl.arange(0, BK)
+    o_k = i_k * BK + tl.arange(0, BK)
     o_v = 0 * BV + tl.arange(0, BV)
     m_incl = o_t[:, None] >= o_t[None, :]
     m_strict = o_t[:, None] > o_t[None, :]
@@ -752,7 +752,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     ]
     BVG, fits = fitted_bv("grad", "chunk_gla", dtype, device, K, V, min(til.grad_BV, BV_full), til)
     NV = triton.cdiv(V, BVG)
-    BKB = None
+    BKB = min(til.grad_BK, BK)
     rtypes = kernel_types(dtype, device, til.reverse_dots)
     vtypes = kernel_types(dtype, device, til.gradv_dots, til.grad_gated)
     gtypes = kernel_types(dtype, device, til.grad_dots, til.grad_gated)
@@ -763,8 +763,8 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
                hopper=hopper, sequential=True),
         Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
                True, hopper=hopper),
-        Launch("_dgradk_kernel", dict(dims, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, ("BV",), tune, True,
-                hopper=hopper),
+        Launch("_dgradk_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, ("BV",), tune,
+                True, hopper=hopper),
     ]
     return Launches(BT, BK, BV_full, BV, BVG, NV, BKB, {k.kernel: k for k in kernels}, fits, til.dh_store, scan_fits)
 
@@ -910,8 +910,8 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
     d_k = empty(B, T, H, K, dtype=torch.float32 if H != HQ else k.dtype, device=q.device)
     d_g = empty_like(g)
 
-    spec["_dgradk_kernel"].on(_dgradk_kernel)[(NT, B * H)](q, k, Gamma, r_vr4, v, do, h, dh, d_q, d_k, d_g, rng, scale,
-            T, NCH,
+    spec["_dgradk_kernel"].on(_dgradk_kernel)[(triton.cdiv(K, spec.BKB), NT, B * H)](q, k, Gamma, r_vr4, v, do, h, dh,
+            d_q, d_k, d_g, rng, scale, T, NCH,
                                H=H, HQ=HQ, **sq, **spec["_dgradk_kernel"].kwargs)
     if H != HQ:
         d_q = d_q.view(B, T, HQ, H // HQ, K).sum(3).to(q.dtype)
@@ -983,6 +983,8 @@ def chunk_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=Fal
                                chunk_size=chunk_size, keep=True, seqs=seqs)
         return o, state_layout_out(ht, v_first), state_layout_out(kept["h"], v_first)
     if needs_grad((q, k, v, g), initial_state):
+        check_looped_k_block("chunk_gla", q.device, q.shape[-1],
+                             launch_specs(q.dtype, q.device, q.shape[-1], v.shape[-1], chunk_size).BKB)
         o, ht = _Chunk.apply(q, k, v, g, scale, initial_state, output_final_state, chunk_size,
                              seqs, bool(opts.get("disable_recompute")))
     else:
