@@ -50,10 +50,31 @@ def _replace(e: ir.Expr, table: Dict[ir.Expr, ir.Expr]) -> ir.Expr:
     return e.map_children(lambda x: _replace(x, table))
 
 
+# a mask's transpose, where the IR has one (M^T of the lower mask, and back)
+_MASK_T = {"M": "MT", "MT": "M"}
+
+
 def _named(plan: Plan):
     # the tile keeps the LaTeX its other uses in the program print with
     tex = {n.name: n.tex for _, e in plan.defs for n in ir.walk(e) if isinstance(n, ir.Var)}
-    return {e: ir.Var(n, *e.shape(), tex.get(n, n)) for n, e in plan.defs if not isinstance(e, ir.Var)}
+    named = {e: ir.Var(n, *e.shape(), tex.get(n, n)) for n, e in plan.defs if not isinstance(e, ir.Var)}
+    # a masked product's transpose, (Y X^T . M^T) = (X Y^T . M)^T, read as the named
+    # tile transposed (GLA's dV claim holds the chunk's scores ch0 so): the same values,
+    # read rather than formed again
+    for e, var in list(named.items()):
+        t = _transposed_product(e)
+        if t is not None and t not in named:
+            named[t] = ir.Transpose(var)
+    return named
+
+
+def _transposed_product(e: ir.Expr):
+    """(Y X^T . M^T) for e = (X Y^T . M), or None where e is not a masked product of
+    that form."""
+    if isinstance(e, ir.Mask) and e.kind in _MASK_T and isinstance(e.a, ir.MatMul) \
+            and isinstance(e.a.b, ir.Transpose):
+        return ir.Mask(ir.MatMul(e.a.b.a, ir.Transpose(e.a.a)), _MASK_T[e.kind])
+    return None
 
 
 @dataclass

@@ -69,6 +69,9 @@ class Stage:
     # the printed tiles by their symbolic (rows, cols) in the kernel's layout (a load's, a
     # line's target's): codegen/ksplit.py holds a scan's K-indexed ones in pieces
     axes: Dict[str, tuple] = field(default_factory=dict)
+    # the one K kernel printed blocked over K: nothing it prints sums over Dk
+    # (BackwardStages.k_blocks)
+    k_blocked: bool = False
 
     @property
     def guarded(self) -> bool:
@@ -430,8 +433,8 @@ class BackwardStages:
     (reverse_pre) and the scan reading its tiles (reverse_scan).  The gradients: the V
     kernel, then the K kernel (grad_k) when no tile needs whole K rows (GLA), else the C
     kernel and the KB kernel blocked over K (grad_c, grad_kb).  The K kernel is blocked
-    over K too (k_blocked) where nothing in it sums over Dk (GLA, RWKV-6: every gradient
-    line is per K column): each program holds C x BK tiles instead of C x K."""
+    over K too (its Stage.k_blocked) where nothing in it sums over Dk (GLA, RWKV-6: every
+    gradient line is per K column): each program holds C x BK tiles instead of C x K."""
     reverse: Optional[Stage]
     reverse_pre: Optional[Stage]
     reverse_scan: Optional[Stage]
@@ -439,11 +442,10 @@ class BackwardStages:
     grad_k: Optional[Stage]
     grad_c: Optional[Stage]
     grad_kb: Optional[Stage]
-    k_blocked: bool = False
 
     def k_blocks(self) -> Optional[Stage]:
         """The gradient kernel blocked over K (TILING grad_BK), or None."""
-        return self.grad_kb or (self.grad_k if self.k_blocked else None)
+        return self.grad_kb or (self.grad_k if self.grad_k and self.grad_k.k_blocked else None)
 
     # each stage's kernel, as the templates name it
     KERNELS = dict(reverse="_dstate_kernel", reverse_pre="_dstate_pre_kernel", reverse_scan="_dstateh_kernel",
@@ -611,9 +613,10 @@ def backward_stages(plan: Plan, bwd) -> BackwardStages:
         k_stages[f] = st
     later = [k_stages[f] for f in k_stages if k_stages[f].loop]
     _write_over(scan, reverse_scan or reverse, [grad_v] + [s.loop for s in later])
-    blocked = one_k and not _sums_over_k(dict(k_side)["grad_k"], loops.get("grad_k"))
+    if one_k:
+        k_stages["grad_k"].k_blocked = not _sums_over_k(dict(k_side)["grad_k"], loops.get("grad_k"))
     return BackwardStages(reverse, reverse_pre, reverse_scan, grad_v, k_stages.get("grad_k"),
-                          k_stages.get("grad_c"), k_stages.get("grad_kb"), blocked)
+                          k_stages.get("grad_c"), k_stages.get("grad_kb"))
 
 
 def _sums_over_k(kp, loop) -> bool:

@@ -274,6 +274,7 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
                 rec, choice = None, precision.Choice.cheapest(stores)
                 why = "names lines or passed tiles the backward kernels no longer print"
         src = render_variant(precision.apply(v, choice), plan=plan, env=env)     # checks the claims once
+        rec = precision.rekeyed(rec, src, runtime)
         if not precision.fresh(rec, src, runtime):
             if measure is None:
                 stale_names.append(v.name)

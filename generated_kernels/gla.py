@@ -42,10 +42,10 @@ PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '
 RECURRENT_PARAMS = (('q', 'q', '', '', False), ('k', 'k', '', '', False), ('v', 'v', '', '', False),
         ('gk', 'g', 'zeros', '', False), ('gv', None, '', 'a log decay of the value dimension', False))
 # tiles passed between kernels in fp32 (gate products as their log, C x C inverses)
-FP32_TILES = ["Gamma"]
+FP32_TILES = ["ch0", "Gamma"]
 # tiles stored in the type their products round them to (Launches.stored_type): name ->
 # every (kernel, product-type constexpr) that reads it
-STORED_TYPES = {"hs0": [('_state_kernel', 'DT3')]}
+STORED_TYPES = {"hs0": [('_dgradv_kernel', 'DT2'), ('_state_kernel', 'DT3')]}
 # tiles passed between backward kernels in the inputs' dtype (Variant.narrowed; a V
 # reduction, layout "vsum", only where one V block covers V), with the tiles written over
 # them: name -> layout
@@ -498,12 +498,12 @@ def _dstate_kernel(q, do, in_Gamma, dh, dht, dh0, scale, T, NP,
 # one themselves in a loop over the V blocks (Variant.loop_reductions), and hold no
 # whole tile with a V dimension, so no kernel holds every tile at once
 @triton.jit(do_not_specialize=["T", "NCH"])
-def _dgradv_kernel(q, k, do, in_Gamma, w_vr4, h, dh, d_v, rng, scale, T, NCH,
+def _dgradv_kernel(do, in_hs0, in_ch0, w_vr4, h, dh, d_v, scale, T, NCH,
                    H, HQ, cu, ci, co, K: tl.constexpr, V: tl.constexpr, BT: tl.constexpr, BK: tl.constexpr,
                    BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                    DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                    PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                           BKF: tl.constexpr, BVF: tl.constexpr, BLOCKED: tl.constexpr):
+                           BKF: tl.constexpr, BVF: tl.constexpr):
     # one program per (V block, chunk, batch*head); NCH = B * NT * H
     i_v, i_t, i_bh = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     i_b, i_h = i_bh // H, i_bh % H
@@ -529,51 +529,29 @@ def _dgradv_kernel(q, k, do, in_Gamma, w_vr4, h, dh, d_v, rng, scale, T, NCH,
     n_r = tl.minimum(T - i_t * BT, BT)
     m_last = (o_t == n_r - 1)[:, None]
     m_mid = (o_t == n_r // 2)[:, None]
-    rng_c = rng + i_c * H + i_h
-    if BLOCKED:
-        if tl.load(rng_c) == 0:
-            return
     o_one = tl.zeros([1], dtype=tl.int32)
     m_s = (o_v < V)[:, None] & (o_k < K)[None, :]
     p_hs = (i_c * H + i_h) * K * V + o_k[None, :] * V + o_v[:, None]
     b_s = tl.load(h + p_hs, mask=m_s, other=0.).to(tl.float32)
     b_ds = tl.load(dh + p_hs, mask=m_s, other=0.).to(tl.float32)
     p_c = i_c * H + i_h
-    b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.)
-    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.)
     b_dO = tl.load(do + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]), mask=m_r[:, None]
             & (o_v < V)[None, :], other=0.)
-    b_Gamma_log = tl.load(in_Gamma + ((bos + i_t * BT) * H + i_h) * K
-            + (tl.minimum(o_t, n_r - 1)[:, None] * (H * K) + o_k[None, :]), mask=(o_k < K)[None, :],
-            other=0.).to(tl.float32)
-    b_Gamma_log_last = tl.load(in_Gamma + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :],
-            mask=(o_k < K)[None, :], other=0.).to(tl.float32)
-    # gC = \mathbf{\Gamma}_{[t]}^{C}   [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
-    b_gC_log = tl.trans(b_Gamma_log_last)
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped] (its
-    #   gate factor, in log space)
-    b_Ql_f = (tl.log(scale) + b_Gamma_log)
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
-    #   (its gate factor, in log space)
-    b_Kr_f = (-b_Gamma_log)
-    # hs0 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [program gla_chunk,
-    #   under claims gla.O, gla.S_C.regrouped] (its gate factor, in log space)
-    b_hs0_f = (b_Kr_f + tl.trans(b_gC_log))
+    b_hs0 = tl.load(in_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
+            mask=m_r[:, None] & (o_k < K)[None, :], other=0.)
+    b_ch0 = tl.load(in_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
+            mask=m_r[:, None] & (o_t >= 0)[None, :], other=0.).to(tl.float32)
     # vr4 = \text{diag}\left({\mathbf{S}_{[t-1]}^{C}}^\top \delta \mathbf{S}_{[t]}^{C}\right) [claim
     #   gla.bwd.dlogalpha_grouped, 003_c008d497ea0f70e6.txt §6.3 分块递推模式的反向传播]
     b_vr4 = tl.trans(tl.sum(b_s * b_ds, axis=0, keep_dims=True))
     tl.store(w_vr4 + (i_v.to(tl.int64) * NCH + p_c) * (BKF * 1) + (o_k[:, None] * 1 + o_one[None, :]),
             b_vr4.to(w_vr4.dtype.element_ty))
     # g_v = (\overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right)) {\delta
-    #   \mathbf{S}_{[t]}^{C}}^\top + \left(\overrightarrow{\mathbf{K}_{[t]}} \overleftarrow{\mathbf{Q}_{[t]}}^\top \odot
-    #   \mathbf{M}^\top\right) \delta \mathbf{O}_{[t]} [claim gla.dV, 003_c008d497ea0f70e6.txt §6.3
+    #   \mathbf{S}_{[t]}^{C}}^\top + {(\left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top
+    #   \odot \mathbf{M}\right))}^\top \delta \mathbf{O}_{[t]} [claim gla.dV, 003_c008d497ea0f70e6.txt §6.3
     #   分块递推模式的反向传播, line 178, row 3]
-    b_g_v = (tl.dot((b_K * tl.exp(b_hs0_f)).to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=GPREC)
-            + tl.dot(tl.trans(_masked_gated_dot(tl.trans(tl.trans(b_Q)), tl.trans(tl.trans(b_Ql_f)), tl.trans(b_K),
-            tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, GPREC, rng_c, BLOCKED)).to(DT2).to(CT2),
-            b_dO.to(DT2).to(CT2), input_precision=GPREC))
+    b_g_v = (tl.dot(b_hs0.to(DT2).to(CT2), tl.trans(b_ds).to(DT2).to(CT2), input_precision=GPREC)
+            + tl.dot(tl.trans(b_ch0).to(DT2).to(CT2), b_dO.to(DT2).to(CT2), input_precision=GPREC))
     tl.store(d_v + ((bos + i_t * BT) * H + i_h) * V + (o_t[:, None] * (H * V) + o_v[None, :]),
             b_g_v.to(d_v.dtype.element_ty), mask=m_r[:, None] & (o_v < V)[None, :])
 
@@ -762,7 +740,7 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
         Launch("_dstate_kernel", dict(sdims, **rtypes), *scan, ("BV",), tune,
                hopper=hopper, sequential=True),
         Launch("_dgradv_kernel", dict(dims, BV=BVG, **vtypes, BKF=BK, BVF=BV_full), *grad, (), tune,
-               True, hopper=hopper),
+               False, hopper=hopper),
         Launch("_dgradk_kernel", dict(dims, BK=BKB, BV=BVG, **gtypes, NV=NV, BKF=BK, BVF=BV_full), *grad, ("BV",), tune,
                 True, hopper=hopper),
     ]
@@ -791,8 +769,9 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
-    hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-    ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+    hs0 = torch.empty(B, T, H, K,
+            dtype=spec.stored_type(q.dtype, [('_dgradv_kernel', 'DT2'), ('_state_kernel', 'DT3')]), device=q.device)
+    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, g, Gamma, hs0, ch0, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
@@ -805,13 +784,14 @@ def _forward(q, k, v, g, scale, initial_state, output_final_state, chunk_size=No
             scale, T,
                                               H=H, HQ=HQ, **sq, NP=programs_key(NS * H), **flags,
                                                       **spec["_state_kernel"].kwargs)
-    del hs0     # read by the state scan alone
+    if not keep:
+        del hs0     # read by the state scan and the backward alone
     o = empty_like(v)     # after the scan: not alive beside the tiles it alone reads
     spec["_out_kernel"].on(_out_kernel)[lambda m: (triton.cdiv(V, m["BV"]), NT, B * H)](q, v, Gamma, ch0, h, o, scale,
             T,
                                                 H=H, HQ=HQ, **sq, **spec["_out_kernel"].kwargs)
     if keep:
-        kept = dict(Gamma=Gamma, h=h)
+        kept = dict(Gamma=Gamma, hs0=hs0, ch0=ch0, h=h)
         return o, (ht if output_final_state else None), kept
     return o, (ht if output_final_state else None)
 
@@ -834,8 +814,9 @@ def _backward_states(q, k, v, g, do, dht, scale, chunk_size=None, seqs=None):
     rng = torch.zeros(B * NT * H, dtype=torch.int32, device=q.device)
     Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
     # the products that read hs0 round it to their type: it is stored in that type
-    hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-    ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+    hs0 = torch.empty(B, T, H, K,
+            dtype=spec.stored_type(q.dtype, [('_dgradv_kernel', 'DT2'), ('_state_kernel', 'DT3')]), device=q.device)
+    ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
     spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, g, Gamma, hs0, ch0, rng, scale, T,
                                               H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
@@ -870,8 +851,9 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
     if not kept:     # none kept, or taken over by an earlier try of this call (explains_resources)
         Gamma = torch.empty(B, T, H, K, dtype=torch.float32, device=q.device)
         # the products that read hs0 round it to their type: it is stored in that type
-        hs0 = torch.empty(B, T, H, K, dtype=spec.stored_type(q.dtype, [('_state_kernel', 'DT3')]), device=q.device)
-        ch0 = torch.empty(B, T, H, BT, dtype=q.dtype, device=q.device)
+        hs0 = torch.empty(B, T, H, K,
+                dtype=spec.stored_type(q.dtype, [('_dgradv_kernel', 'DT2'), ('_state_kernel', 'DT3')]), device=q.device)
+        ch0 = torch.empty(B, T, H, BT, dtype=torch.float32, device=q.device)
         spec["_intra_kernel"].on(_intra_kernel)[(NT, B * H)](q, k, g, Gamma, hs0, ch0, rng, scale, T,
                                                   H=H, HQ=HQ, **sq, **spec["_intra_kernel"].kwargs)
 
@@ -883,10 +865,11 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
                                                   H=H, HQ=HQ, **sq, NP=programs_key(NS * H),
                                                           use_h0=int(initial_state is not None), store_ht=0,
                                                           **spec["_state_kernel"].kwargs)
-        del hs0     # read by the state scan alone
     else:     # taken out of ``kept``: each is dropped after its last reader below
         h = kept.pop("h")
         Gamma = kept.pop("Gamma")
+        hs0 = kept.pop("hs0")
+        ch0 = kept.pop("ch0")
     # the V kernel reads it in fp32 too: in the inputs' dtype under TILING dh_store "input"
     dh = torch.empty(B, NT, H, K, V, dtype=spec.dh_type(q.dtype, []), device=q.device)
     dh0 = torch.empty(NS, H, K, V, dtype=torch.float32, device=q.device)
@@ -901,8 +884,10 @@ def _backward(q, k, v, g, do, dht, scale, initial_state=None, chunk_size=None, k
 
     d_v = empty_like(v)
 
-    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](q, k, do, Gamma, r_vr4, h, dh, d_v, rng, scale, T, NCH,
+    spec["_dgradv_kernel"].on(_dgradv_kernel)[(NV, NT, B * H)](do, hs0, ch0, r_vr4, h, dh, d_v, scale, T, NCH,
                                    H=H, HQ=HQ, **sq, **spec["_dgradv_kernel"].kwargs)
+    # read by the V kernel last: dropped before the K side's buffers are allocated (peak memory)
+    del ch0, hs0
 
     # per value head, in fp32, then summed over each query/key head's group
     d_q = empty(B, T, H, K, dtype=torch.float32 if H != HQ else q.dtype, device=q.device)

@@ -469,3 +469,31 @@ def test_a_narrowed_boundary_tile_counts_at_the_inputs_width():
     def per_row(narrowed):
         return emit._bytes_per_row(st, dataclasses.replace(p, variant=dataclasses.replace(p.variant, narrowed=narrowed)))
     assert per_row(()) - per_row(("At",)) == 1
+
+
+def test_a_transposed_masked_product_is_read_as_the_named_tile():
+    # GLA's dV claim holds (K-> Q<^T . M^T), the transpose of the scores ch0 that the
+    # intra kernel writes: the V kernel reads ch0 and forms no gated product of its own
+    p, bwd = planned("gla")
+    bw = emit.backward_stages(p, bwd)
+    assert "ch0" in bw.grad_v.reads
+    assert not any("_masked_gated_dot" in ln.code for ln in bw.grad_v.lines)
+    assert any("tl.trans(b_ch0)" in ln.code for ln in bw.grad_v.lines)
+
+
+def test_the_transposed_masked_product_is_the_transpose():
+    # (Y X^T . M^T) = (X Y^T . M)^T, numerically, for each mask with a transpose in the
+    # IR; a strictly lower mask has none (not matched)
+    import numpy as np
+    from chunkproof.codegen import backward
+    from chunkproof.derivations import ir
+    from chunkproof.verify.evaluate import mask
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((6, 4)), rng.standard_normal((6, 4))
+    X, Y = ir.Var("X", "C", "Dk"), ir.Var("Y", "C", "Dk")
+    for kind in ("M", "MT"):
+        t = backward._transposed_product(ir.Mask(ir.MatMul(X, ir.Transpose(Y)), kind))
+        assert t == ir.Mask(ir.MatMul(Y, ir.Transpose(X)), t.kind) and t.kind != kind
+        assert np.allclose((x @ y.T * mask(6, kind)).T, y @ x.T * mask(6, t.kind), rtol=0, atol=1e-12)
+    assert backward._transposed_product(ir.Mask(ir.MatMul(X, ir.Transpose(Y)), "M-1")) is None
+    assert backward._transposed_product(ir.Mask(ir.MatMul(X, Y), "M")) is None

@@ -372,7 +372,7 @@ def test_the_one_k_kernel_is_blocked_over_k_where_nothing_in_it_sums_over_k(name
     # gradient sums dQ . Q - dK . K over K: whole K rows
     p, bwd = planned(name)
     bw = emit.backward_stages(p, bwd)
-    assert bw.grad_k and not bw.grad_kb and bw.k_blocked is blocked
+    assert bw.grad_k and not bw.grad_kb and bw.grad_k.k_blocked is blocked
     assert (bw.k_blocks() is bw.grad_k) is blocked
     assert gen.tiling_of(p.variant, bw.k_blocks()).grad_BK == (64 if blocked else None)
     src = open(os.path.join(gen.OUT_DIR, f"{name}.py"), encoding="utf-8").read()
@@ -430,7 +430,7 @@ def test_generated_modules_hold_only_the_kernels_they_run(name):
     want |= {"_dstate_kernel"} if bw.reverse else {"_dstate_pre_kernel", "_dstateh_kernel"}
     want |= {"_dgradk_kernel"} if bw.grad_k else {"_dgradc_kernel", "_dgradkb_kernel"}
     assert kernels == want
-    assert (m.TILING.grad_BK is None) == (bw.grad_k is not None)
+    assert (m.TILING.grad_BK is None) == (bw.k_blocks() is None)
     assert max(len(ln.encode()) for ln in open(m.__file__, encoding="utf-8").read().splitlines()) <= gen.MAX_LINE
 
 

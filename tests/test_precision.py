@@ -95,6 +95,48 @@ def test_a_record_measured_on_other_code_is_stale(tmp_path, field, value):
         gen.render_all([v], out_dir=str(out))
 
 
+def _generated(name):
+    with open(os.path.join(gen.OUT_DIR, name), encoding="utf-8") as f:
+        return f.read()
+
+
+def test_a_runtime_edit_stales_only_the_records_of_modules_that_reach_it():
+    # GLA's kernels call the runtime's gated forms, DeltaNet's none of them
+    from chunkproof.codegen.source_hash import source_hash
+    runtime, gla, dr = _generated("_runtime.py"), _generated("gla.py"), _generated("delta_rule.py")
+    line = next(ln for ln in runtime.splitlines(keepends=True) if ln.startswith("def _rebalanced_mix("))
+    edits = {
+        "a reached function's body": (runtime.replace(line, line + "    # an edit\n", 1), True, False),
+        "a constant": (runtime.replace("MAX_HEAD_DIM = 512", "MAX_HEAD_DIM = 256", 1), True, True),
+        "a function nothing calls": (runtime + "\n\ndef _unused():\n    return 1\n", False, False),
+    }
+    for what, (edited, gla_stale, dr_stale) in edits.items():
+        assert edited != runtime, what
+        assert (source_hash(gla, edited) != source_hash(gla, runtime)) is gla_stale, what
+        assert (source_hash(dr, edited) != source_hash(dr, runtime)) is dr_stale, what
+
+
+def test_a_record_keyed_on_the_whole_runtime_is_rekeyed_not_planned_again(tmp_path):
+    # records written before the hash's scope narrowed carry the whole runtime's hash: on
+    # this very code that is the same measurement, re-keyed; on other code, stale
+    from chunkproof.codegen.source_hash import source_hash, whole_runtime_hash
+    v = next(v for v in VARIANTS if v.name == "delta_rule")
+    src, runtime = _generated("delta_rule.py"), _generated("_runtime.py")
+    out = tmp_path / "k"
+    out.mkdir()
+    rec = precision.read_record(gen.OUT_DIR, v.name)
+    rec["source_sha256"] = whole_runtime_hash(src, runtime)
+    (out / precision.RECORD.format(v.name)).write_text(json.dumps(rec))
+    files = gen.render_all([v], out_dir=str(out))
+    got = json.loads(files[precision.RECORD.format(v.name)])
+    assert got["source_sha256"] == source_hash(src, runtime) != rec["source_sha256"]
+    assert dict(got, source_sha256=None) == dict(rec, source_sha256=None)
+    rec["source_sha256"] = whole_runtime_hash(src, runtime + "\n# another runtime\n")
+    (out / precision.RECORD.format(v.name)).write_text(json.dumps(rec))
+    with pytest.raises(gen.StalePrecision, match="delta_rule"):
+        gen.render_all([v], out_dir=str(out))
+
+
 def test_a_record_naming_lines_the_kernel_no_longer_prints_is_stale(tmp_path):
     # a derivation changed under its record (RWKV-6's dw lost the S line its record had
     # as precise): the record is stale, not an error about the user's variant
