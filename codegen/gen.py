@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Tuple
 
 import jinja2
 
-from . import backward_pick, emit, fla_api, ksplit, precision, recurrent, schedule, wrap
+from . import backward_pick, emit, fla_api, kloop, ksplit, precision, recurrent, schedule, wrap
 from .plan import backward_claims, build, load_variant
 from .printer import PRODUCT_TAG, CodegenError
 from .tiling import Tiling
@@ -34,6 +34,7 @@ def _env() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True)
     env.filters["ksplit"] = ksplit.split_body
+    env.filters["kloop"] = kloop.loop_body
     env.filters["late_loads"] = schedule.late_loads
     env.globals["scan_pieces"] = ksplit.PIECES
     return env
@@ -106,10 +107,11 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
     rfunc = fla_api.recurrent_name(v.func)
     names = [a.name for a in v.args] + list(plan.param_arg_names)
     dmap = dict(plan.defs)
-    # the backward keeps what its kernels read (GLA's ch0, read by the output kernel alone, is not)
+    # the backward keeps what its kernels read (a tile the forward alone reads is not kept)
     kept_tiles = [w for w in writes if w not in scan_only and w not in wide_only and (w in bw_reads or not bw)]
     ctx = dict(
-        v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, wide=wide, state_stage=state, out_stage=out, bw=bw,
+        v=v, plan=plan, tiling=_tiling_literal(tiling), intra=intra, wide=wide,
+        intra_kloop=tiling.prep_BK is not None, state_stage=state, out_stage=out, bw=bw,
         scan_only=scan_only, wide_only=wide_only, stored_types=stored_types, kept_tiles=kept_tiles,
         narrowed_names={s.name: s.layout for _, st in (bw.kernels() if bw else []) for s in st.writes_passed
                         if (s.over or s.name) in v.narrowed},

@@ -1,0 +1,76 @@
+"""The intra kernel's K columns in a loop over K blocks (TILING prep_BK, codegen/kloop.py)."""
+import dataclasses
+import os
+
+import pytest
+import torch
+
+from chunkproof.codegen import gen, kloop, precision
+from chunkproof.codegen.variants import VARIANTS
+
+BY = {v.name: v for v in VARIANTS}
+
+
+def _printed(name, prep_bk):
+    """The bundled module of ``name`` as its record chooses, with TILING prep_BK."""
+    v = BY[name]
+    rec = precision.read_record(gen.OUT_DIR, name)
+    v = precision.apply(v, precision.Choice.from_dict(rec["choice"]))
+    return gen.render_variant(dataclasses.replace(v, tiling=dict(v.tiling, prep_BK=prep_bk)))
+
+
+def test_only_an_intra_kernel_whose_sums_over_k_are_whole_products_loops():
+    # GLA's: ch0 is its one sum over K.  The delta rules' per-K tiles come from their
+    # inverse (a sum over K first); RWKV-6's bonus is a row sum; simple GLA and RetNet
+    # sum nothing over K in theirs
+    src = _printed("gla", 64)
+    body = src[src.index("def _intra_kernel"):src.index("def _state_kernel")]
+    assert body.count("for i_kl in range(0, tl.cdiv(K, KL)):") == 1
+    assert "b_ch0 = tl.zeros([BT, BT], dtype=tl.float32)" in body and "b_ch0 += _masked_gated_dot(" in body
+    assert body.index("for i_kl") < body.index("tl.store(out_Gamma") < body.index("tl.store(out_ch0")
+    assert "KL=min(til.prep_BK, BK)" in src
+    why = {"gated_delta_rule": "b_Xt = ", "delta_rule": "b_Xt = ", "kda": "b_Xt = ", "dplr_delta_rule": "b_F = ",
+           "rwkv6": "b_Bu = ", "simple_gla": "nothing sums over K", "retention": "nothing sums over K"}
+    for name, what in why.items():
+        with pytest.raises(kloop.KLoopError, match=f"{name} _intra_kernel: .*{what}"):
+            _printed(name, 64)
+    # the bundled modules print none (prep_BK None: not timed on the GPU yet)
+    for v in VARIANTS:
+        with open(os.path.join(gen.OUT_DIR, f"{v.name}.py"), encoding="utf-8") as f:
+            assert "for i_kl in range" not in f.read()
+
+
+def test_a_k_indexed_value_read_from_a_sum_is_refused():
+    axes = {"b_A": ("C", "Dk"), "b_P": ("C", "C"), "b_W": ("C", "Dk")}
+    text = "\n".join(["b_A = tl.load(a + o_k[None, :])",
+                      "b_P = tl.dot(b_A, tl.trans(b_A))",
+                      "b_W = tl.dot(b_P, b_A)"])
+    with pytest.raises(kloop.KLoopError, match="b_W = .* reads a sum over K \\(b_P\\)"):
+        kloop.loop_body(text, axes, "k")
+    ok = kloop.loop_body("\n".join(text.split("\n")[:2] + ["tl.store(p + o_t, b_P)"]), axes, "k")
+    assert ok.split("\n")[-1] == "tl.store(p + o_t, b_P)" and "    b_P += tl.dot(b_A, tl.trans(b_A))" in ok
+
+
+@pytest.mark.parametrize("shape", [(1, 80, 1, 64, 32), (2, 70, 2, 40, 24)])
+def test_the_looped_intra_kernel_computes_what_the_whole_one_does(shape, tmp_path, monkeypatch):
+    # blocks of 16 (four at K = 64; three, the last masked, at K = 40), fp32 under the
+    # interpreter, forward and backward, against the bundled module
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from chunkproof.fuzz.precision_measure import import_printed
+    with open(os.path.join(gen.OUT_DIR, "_runtime.py"), encoding="utf-8") as f:
+        runtime = f.read()
+    looped = import_printed(str(tmp_path), "kloop_gla", runtime, "gla", _printed("gla", 16))
+    import chunkproof.kernels.gla as whole
+    B, T, H, K, V = shape
+    g = torch.Generator().manual_seed(7)
+    x = dict(q=torch.randn(B, T, H, K, generator=g), k=torch.randn(B, T, H, K, generator=g) * 0.3,
+             v=torch.randn(B, T, H, V, generator=g), g=-torch.rand(B, T, H, K, generator=g) * 0.2)
+    got = []
+    for m in (whole, looped):
+        xs = {a: t.clone().requires_grad_() for a, t in x.items()}
+        o, ht = m.chunk_gla(**xs, output_final_state=True)
+        (o * torch.cos(o)).sum().backward()
+        got.append([o, ht] + [xs[a].grad for a in x])
+    # the same values up to the order of each product's sum over K (fp32 rounding)
+    for a, b in zip(*got):
+        assert (a - b).abs().max() <= 1e-6 * a.abs().max(), ((a - b).abs().max(), a.abs().max())
