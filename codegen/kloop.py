@@ -19,9 +19,10 @@ from typing import Dict, List, Tuple
 from .ksplit import _ASSIGN, _close, _uses, k_names
 from .printer import CodegenError
 
-# the products over K a statement may accumulate: a plain product, or the runtime's
-# gated scores (_masked_gated_dot: a sum over the columns of its first operand)
-SUMS = ("tl.dot(", "_masked_gated_dot(")
+# the sums over K a statement may accumulate: a plain product, the runtime's gated scores
+# (_masked_gated_dot: a sum over the columns of its first operand), or a reduction whose
+# K-indexed operand leaves a value without a K axis (RWKV-6's bonus row sum)
+SUMS = ("tl.dot(", "_masked_gated_dot(", "tl.sum(")
 # an accumulator's zeros, per symbolic dimension
 _DIMS = {"C": "BT", "Dv": "BV", "1": "1"}
 
@@ -50,7 +51,7 @@ def _statements(text: str) -> List[Tuple[List[str], List[str]]]:
 
 
 def _one_sum(rhs: str) -> bool:
-    """Whether ``rhs`` is one product over K and nothing else."""
+    """Whether ``rhs`` is one sum over K (SUMS) and nothing else."""
     for f in SUMS:
         if rhs.startswith(f):
             return _close(rhs, len(f)) == len(rhs)
@@ -80,7 +81,7 @@ def loop_body(text: str, axes: Dict[str, tuple], where: str) -> str:
                 before.append(comments + code)
             continue
         if _uses(joined, late):
-            raise KLoopError(f"{where}: `{joined}` has a K axis and reads a sum over K "
+            raise KLoopError(f"{where}: `{joined}` reads K-indexed tiles and a sum over K "
                              f"({', '.join(sorted(_uses(joined, late)))}): a loop over K blocks cannot hold it")
         if m and m.group(1) not in names and m.group(1) not in axes:
             # a printed name with no shape of its own (a gate factor's log, b_<x>_f) formed
@@ -89,7 +90,7 @@ def loop_body(text: str, axes: Dict[str, tuple], where: str) -> str:
         elif m and m.group(1) not in names:
             target, op, rhs = m.groups()
             if op != "=" or not _one_sum(rhs):
-                raise KLoopError(f"{where}: `{joined}` sums over K other than as one whole product")
+                raise KLoopError(f"{where}: `{joined}` sums over K other than as one whole product or sum")
             shape = axes.get(target)
             if not shape or any(d not in _DIMS for d in shape):
                 raise KLoopError(f"{where}: the sum {target} has no known shape without K ({shape})")

@@ -21,8 +21,9 @@ def _printed(name, prep_bk):
 
 def test_only_an_intra_kernel_whose_sums_over_k_are_whole_products_loops():
     # GLA's: ch0 is its one sum over K.  The delta rules' per-K tiles come from their
-    # inverse (a sum over K first); RWKV-6's bonus is a row sum; simple GLA and RetNet
-    # sum nothing over K in theirs
+    # inverse (a sum over K first); RWKV-6's scores add its bonus row sum (itself a sum
+    # over K) to a product over K in one statement; simple GLA and RetNet sum nothing
+    # over K in theirs
     src = _printed("gla", 64)
     body = src[src.index("def _intra_kernel"):src.index("def _state_kernel")]
     assert body.count("for i_kl in range(0, tl.cdiv(K, KL)):") == 1
@@ -30,7 +31,7 @@ def test_only_an_intra_kernel_whose_sums_over_k_are_whole_products_loops():
     assert body.index("for i_kl") < body.index("tl.store(out_Gamma") < body.index("tl.store(out_ch0")
     assert "KL=min(til.prep_BK, BK)" in src
     why = {"gated_delta_rule": "b_Xt = ", "delta_rule": "b_Xt = ", "kda": "b_Xt = ", "dplr_delta_rule": "b_F = ",
-           "rwkv6": "b_Bu = ", "simple_gla": "nothing sums over K", "retention": "nothing sums over K"}
+           "rwkv6": "b_Aqk = .* sum over K \\(b_Bu\\)", "simple_gla": "nothing sums over K", "retention": "nothing sums over K"}
     for name, what in why.items():
         with pytest.raises(kloop.KLoopError, match=f"{name} _intra_kernel: .*{what}"):
             _printed(name, 64)
@@ -45,10 +46,16 @@ def test_a_k_indexed_value_read_from_a_sum_is_refused():
     text = "\n".join(["b_A = tl.load(a + o_k[None, :])",
                       "b_P = tl.dot(b_A, tl.trans(b_A))",
                       "b_W = tl.dot(b_P, b_A)"])
-    with pytest.raises(kloop.KLoopError, match="b_W = .* reads a sum over K \\(b_P\\)"):
+    with pytest.raises(kloop.KLoopError, match="b_W = .* reads K-indexed tiles and a sum over K \\(b_P\\)"):
         kloop.loop_body(text, axes, "k")
     ok = kloop.loop_body("\n".join(text.split("\n")[:2] + ["tl.store(p + o_t, b_P)"]), axes, "k")
     assert ok.split("\n")[-1] == "tl.store(p + o_t, b_P)" and "    b_P += tl.dot(b_A, tl.trans(b_A))" in ok
+    # a row sum over K accumulates too; a sum inside a larger expression does not
+    rows = kloop.loop_body("\n".join([text.split("\n")[0], "b_R = tl.sum(b_A * b_A, axis=1, keep_dims=True)"]),
+                           dict(axes, b_R=("C", "1")), "k")
+    assert "b_R = tl.zeros([BT, 1], dtype=tl.float32)" in rows and "    b_R += tl.sum(" in rows
+    with pytest.raises(kloop.KLoopError, match="other than as one whole product or sum"):
+        kloop.loop_body("\n".join([text.split("\n")[0], "b_P = 1.0 + tl.dot(b_A, tl.trans(b_A))"]), axes, "k")
 
 
 @pytest.mark.parametrize("shape", [(1, 80, 1, 64, 32), (2, 70, 2, 40, 24)])
