@@ -86,8 +86,9 @@ def test_parallel_kernels_read_the_operand_only_where_it_saves_reads():
     kernel reads delta U from the scan (the only line of it that multiplied hs0) and then
     loads neither K nor the log gate, and the KB kernel reads both for other lines
     anyway.  DPLR's V kernel forms its hs0 from K and the gate it loads for other
-    products.  GLA's gradient kernels read K and Gamma anyway: none reads hs0, so it is
-    not kept for the backward and is dropped after the forward's scan."""
+    products.  GLA's V kernel reads hs0 with ch0 (its dV claim holds K-> Diag(gamma^C)
+    and the transposed scores, session 53) and then loads neither Q, K nor the gate:
+    hs0 is kept for the backward; its reverse scan does not read it."""
     p, bw, src = _kernels("kda")
     assert "hs0" in bw.reverse_scan.reads and "kept = dict(" in src and "hs0=hs0" in src
     assert not any("hs0" in st.reads for st in bw.gradient_kernels())
@@ -95,8 +96,10 @@ def test_parallel_kernels_read_the_operand_only_where_it_saves_reads():
     p, bw, src = _kernels("dplr_delta_rule")
     assert "hs0" not in bw.grad_v.reads and "k" in {ld.arg for ld in bw.grad_v.loads}
     p, bw, src = _kernels("gla")
-    assert not any("hs0" in st.reads for st in [bw.reverse, *bw.gradient_kernels()] if st)
-    assert "hs0=hs0" not in src and "del hs0" in src
+    assert {"hs0", "ch0"} <= set(bw.grad_v.reads) and "Gamma" not in bw.grad_v.reads
+    assert not {"k", "q"} & {ld.arg for ld in bw.grad_v.loads}
+    assert "hs0" not in bw.reverse.reads and not any("hs0" in st.reads for st in [bw.grad_k] if st)
+    assert "hs0=hs0" in src and "del ch0, hs0" in src
 
 
 def test_the_intra_stage_stores_each_tile_once_computed():
@@ -125,9 +128,9 @@ def test_gen_says_what_the_scan_is_printed_from():
 
 
 def test_the_operand_is_stored_in_the_type_its_products_round_it_to():
-    """GLA's scan multiplies hs0 by V (an input) in DT3: bf16 at bf16 inputs and its
-    planned types, so hs0 is stored in bf16 (what the scan multiplied before, bit for
-    bit); KDA's is multiplied by a computed tile in both scans (DT2): bf16 where both
+    """GLA's scan multiplies hs0 by V (an input) in DT3, its gradient V kernel by δS in
+    DT2: bf16 where both are bf16 (the scan multiplied it so before, bit for bit), fp32
+    at its planned types (the V kernel's products in tf32); KDA's is multiplied by a computed tile in both scans (DT2): bf16 where both
     multiply such products in bf16 (scan_dots and reverse_dots "input"), fp32 where
     either takes tf32 (as its planned reverse_dots does).  Any fp32 reader, or fp16/fp32 inputs, keep it in fp32."""
     import importlib
@@ -136,8 +139,12 @@ def test_the_operand_is_stored_in_the_type_its_products_round_it_to():
     kda = importlib.import_module("chunkproof.kernels.kda")
     cuda = torch.device("cuda")
     spec = gla.launch_specs(torch.bfloat16, cuda, 128, 128)
-    assert gla.STORED_TYPES == {"hs0": [("_state_kernel", "DT3")]}
-    assert spec.stored_type(torch.bfloat16, gla.STORED_TYPES["hs0"]) == torch.bfloat16
+    assert gla.STORED_TYPES == {"hs0": [("_dgradv_kernel", "DT2"), ("_state_kernel", "DT3")]}
+    assert gla.TILING.gradv_dots == "tf32" and spec.stored_type(torch.bfloat16, gla.STORED_TYPES["hs0"]) == \
+        torch.float32
+    bf16_v = gla.launch_specs(torch.bfloat16, cuda, 128, 128, tiling=gla.TILING.replace(gradv_dots="input"))
+    assert bf16_v.stored_type(torch.bfloat16, gla.STORED_TYPES["hs0"]) == torch.bfloat16
+    assert spec.stored_type(torch.bfloat16, [("_state_kernel", "DT3")]) == torch.bfloat16
     assert gla.launch_specs(torch.float16, cuda, 128, 128).stored_type(torch.float16, gla.STORED_TYPES["hs0"]) \
         == torch.float32
     assert gla.launch_specs(torch.float32, cuda, 128, 128).stored_type(torch.float32, gla.STORED_TYPES["hs0"]) \
