@@ -16,7 +16,8 @@ product) is a KLoopError naming the statement."""
 import re
 from typing import Dict, List, Tuple
 
-from .ksplit import _ASSIGN, _close, _uses, k_names
+from .ksplit import k_names
+from .printed_text import ASSIGN, closing, uses
 from .printer import CodegenError
 
 # the sums over K a statement may accumulate: a plain product, the runtime's gated scores
@@ -54,7 +55,7 @@ def _one_sum(rhs: str) -> bool:
     """Whether ``rhs`` is one sum over K (SUMS) and nothing else."""
     for f in SUMS:
         if rhs.startswith(f):
-            return _close(rhs, len(f)) == len(rhs)
+            return closing(rhs, len(f), KLoopError) == len(rhs)
     return False
 
 
@@ -71,18 +72,18 @@ def loop_body(text: str, axes: Dict[str, tuple], where: str) -> str:
     late = set()     # the sums over K and what is formed from them: after the loop
     for comments, code in _statements(text):
         joined = " ".join(ln.strip() for ln in code)
-        m = _ASSIGN.match(joined)
-        if not _uses(joined, names) and not (m and m.group(1) in names):
+        m = ASSIGN.match(joined)
+        if not uses(joined, names) and not (m and m.group(1) in names):
             # no K axis: before the loop (it reads nothing the loop forms), or after it
-            if _uses(joined, late):
+            if uses(joined, late):
                 after.append(comments + code)
                 late |= {m.group(1)} if m else set()
             else:
                 before.append(comments + code)
             continue
-        if _uses(joined, late):
+        if uses(joined, late):
             raise KLoopError(f"{where}: `{joined}` reads K-indexed tiles and a sum over K "
-                             f"({', '.join(sorted(_uses(joined, late)))}): a loop over K blocks cannot hold it")
+                             f"({', '.join(sorted(uses(joined, late)))}): a loop over K blocks cannot hold it")
         if m and m.group(1) not in names and m.group(1) not in axes:
             # a printed name with no shape of its own (a gate factor's log, b_<x>_f) formed
             # from K-indexed values: K-indexed too

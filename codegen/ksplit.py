@@ -17,6 +17,7 @@ printed whole."""
 import re
 from typing import Dict, Iterable, List, Set
 
+from .printed_text import ASSIGN, CALL, NAME, closing, uses
 from .printer import CodegenError
 
 # pieces printed; the launch runs KP of them (a constexpr; `if KP > j` is resolved when
@@ -27,9 +28,6 @@ SKELETON = {"o_k": "o_k{}", "p_s": "p_s{}", "m_s": "m_s{}"}
 # functions a piece may go through: elementwise, or a product whose K axis is not summed
 _ELEMENTWISE = {"tl.dot", "tl.exp", "tl.log", "tl.trans", "tl.load", "tl.store", "tl.zeros", "tl.where", "tl.minimum",
                 "tl.maximum", "to", "tl.arange"}
-_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
-_CALL = re.compile(r"((?:tl\.)?\w+)\(")
-_ASSIGN = re.compile(r"^(\w+) (=|\+=|-=) (.*)$")
 
 
 class KSplitError(CodegenError):
@@ -47,18 +45,8 @@ def piece_name(name: str, j: int) -> str:
 
 
 def _piece(text: str, names: Set[str], j: int) -> str:
-    text = _NAME.sub(lambda m: piece_name(m.group(0), j) if m.group(0) in names else m.group(0), text)
+    text = NAME.sub(lambda m: piece_name(m.group(0), j) if m.group(0) in names else m.group(0), text)
     return re.sub(r"\bBK\b", "KB", text)
-
-
-def _close(text: str, start: int) -> int:
-    """The index just past the parenthesis that closes the one opened before ``start``."""
-    depth = 1
-    for i in range(start, len(text)):
-        depth += {"(": 1, ")": -1}.get(text[i], 0)
-        if depth == 0:
-            return i + 1
-    raise KSplitError(f"unbalanced parentheses in `{text}`")
 
 
 def _args(inner: str) -> List[str]:
@@ -71,10 +59,6 @@ def _args(inner: str) -> List[str]:
         depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(ch, 0)
         cur += ch
     return out + [cur.strip()]
-
-
-def _uses(text: str, names: Set[str]) -> Set[str]:
-    return set(_NAME.findall(text)) & names
 
 
 class Splitter:
@@ -91,7 +75,7 @@ class Splitter:
         out = []
         for line in text.split("\n"):
             stmt = line.strip()
-            if not stmt or stmt.startswith("#") or not _uses(stmt, self.names):
+            if not stmt or stmt.startswith("#") or not uses(stmt, self.names):
                 out.append(line)
                 continue
             indent = line[:len(line) - len(line.lstrip())]
@@ -102,9 +86,9 @@ class Splitter:
         raise KSplitError(f"{self.where}: the state cannot be held in K pieces: {why} in `{stmt}`")
 
     def _check(self, stmt):
-        if _uses(stmt, self.twice):
-            self._refuse(stmt, f"{', '.join(sorted(_uses(stmt, self.twice)))} has two K axes")
-        for f in _CALL.findall(stmt):
+        if uses(stmt, self.twice):
+            self._refuse(stmt, f"{', '.join(sorted(uses(stmt, self.twice)))} has two K axes")
+        for f in CALL.findall(stmt):
             if f not in _ELEMENTWISE:
                 self._refuse(stmt, f"{f}() may sum over K")
 
@@ -120,10 +104,10 @@ class Splitter:
         pieces' products, accumulated in a tile printed before it."""
         self.current = stmt
         self._check(stmt)
-        m = _ASSIGN.match(stmt)
+        m = ASSIGN.match(stmt)
         if not m or m.group(1) in self.names:
             for a, b in self._dots(stmt):
-                if _uses(a, self.names) and _uses(b, self.names):
+                if uses(a, self.names) and uses(b, self.names):
                     self._refuse(stmt, "a product sums over K inside a K-indexed value")
             return self._per_piece(stmt)
         target, op, code = m.groups()
@@ -131,7 +115,7 @@ class Splitter:
         for start, end, (a, b, rest) in self._dot_spans(code):
             out += code[i:start]
             i = end
-            if not (_uses(a, self.names) and _uses(b, self.names)):
+            if not (uses(a, self.names) and uses(b, self.names)):
                 out += code[start:end]
                 continue
             acc = f"{target}_ksum{self.temps}"
@@ -143,8 +127,8 @@ class Splitter:
                         f"    {acc} = tl.dot({_piece(a, self.names, j)}, {_piece(b, self.names, j)}, acc={acc}{tail})"]
             out += acc
         out += code[i:]
-        if _uses(out, self.names):
-            self._refuse(stmt, f"{', '.join(sorted(_uses(out, self.names)))} is read outside a product "
+        if uses(out, self.names):
+            self._refuse(stmt, f"{', '.join(sorted(uses(out, self.names)))} is read outside a product "
                                "that sums over K")
         return pre + [f"{target} {op} {out}"]
 
@@ -154,7 +138,7 @@ class Splitter:
             start = code.find("tl.dot(", i)
             if start < 0:
                 return
-            end = _close(code, start + len("tl.dot("))
+            end = closing(code, start + len("tl.dot("), KSplitError)
             args = _args(code[start + len("tl.dot("):end - 1])
             if "tl.dot(" in code[start + 1:end]:
                 self._refuse(self.current, "a product inside a product")

@@ -16,7 +16,7 @@ and a continued line belong to the line above them at the loop body's indent).""
 import re
 from typing import List, Optional, Set
 
-from .ksplit import _NAME
+from .printed_text import NAME
 
 _LOAD = re.compile(r"^(?:if KP > \d+:\s*)?(b_\w+) = tl\.load\((\w+)\b")
 _STORE = re.compile(r"^(?:if KP > \d+:\s*)?tl\.store\((\w+)\b")
@@ -36,7 +36,7 @@ class _Group:
         self.store_to = store.group(1) if store else None
         self.target = assign.group(1) if assign else None
         # the names it reads: all it names but its target, unless the target is named again
-        names = [] if self.comment else _NAME.findall(self.text)
+        names = [] if self.comment else NAME.findall(self.text)
         self.reads = set(names) - {self.target} if names.count(self.target) == 1 else set(names)
 
 

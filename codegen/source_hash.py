@@ -23,15 +23,16 @@ def _names(nodes: Iterable[ast.AST]) -> Set[str]:
     return {x.id for node in nodes for x in ast.walk(node) if isinstance(x, ast.Name)}
 
 
-def _without_tiling(src: str):
-    skip = False
+def _without_tiling(src: str) -> str:
+    out, skip = [], False
     for ln in src.splitlines():
         if ln.startswith("TILING = Tiling("):
             skip = True
         elif skip and not ln.startswith(" "):
             skip = False
         if not skip:
-            yield ln
+            out.append(ln)
+    return "\n".join(out)
 
 
 def runtime_reached(src: str, runtime: str) -> str:
@@ -62,13 +63,11 @@ def runtime_reached(src: str, runtime: str) -> str:
 def source_hash(src: str, runtime: str) -> str:
     """The hash a record is measured on: the module without its TILING literal and the
     runtime it reaches (runtime_reached)."""
-    body = "\n".join(_without_tiling(src))
-    return hashlib.sha256((body + "\0" + runtime_reached(src, runtime)).encode()).hexdigest()
+    return hashlib.sha256((_without_tiling(src) + "\0" + runtime_reached(src, runtime)).encode()).hexdigest()
 
 
 def whole_runtime_hash(src: str, runtime: str) -> str:
     """The hash records written before session 53 carry: the module without its TILING
     literal and the whole runtime.  A record whose hash is this one was measured on
     exactly this code, and gen re-keys it (precision.rekeyed) instead of planning again."""
-    body = "\n".join(_without_tiling(src))
-    return hashlib.sha256((body + "\0" + runtime).encode()).hexdigest()
+    return hashlib.sha256((_without_tiling(src) + "\0" + runtime).encode()).hexdigest()
