@@ -8,7 +8,9 @@ configuration) and optionally FLA's, under torch.profiler on the GPU, of the for
 A config is a comma-separated list of TILING overrides (JSON values, else the bare
 word); configs are separated by ';'; the empty config is the module's own TILING (the
 default: one row).  Each (variant, config) gets its total time (do_bench median) and, per
-kernel, the launches per call and the mean device time per call.  Inputs:
+kernel, the launches per call and the mean device time per call, and every tensor's
+error against the fp64 recurrence on the first 256 steps under that configuration (as
+`chunkproof bench` gates them).  Inputs:
 chunkproof.bench.inputs at the same shape (the forward alone: no initial state).
 
 --narrow "hr0,vr1;vr4" adds a row per entry: the variant printed with those passed tiles
@@ -142,8 +144,11 @@ def main(argv=None):
                     t = time.time()
                     rows = timing.kernel_times(call, a.iters)
                     ms = timing.median_ms(call, True, 1, 50, 200)
+                    # each configuration's own outputs: a tiling the GPU miscompiles shows here
+                    errs = errors(variant, fn, a.mode, x, h0, do, dht, scale)
                 print(f"[{variant}] {label} {ms:.4f} ms ({time.time() - t:.1f} s)", file=sys.stderr)
-                parts.append(section(label, ms, rows) + autotune_picks(mod))
+                parts.append(section(label, ms, rows) + f"errors against fp64 (relative RMS, first {GATE_T} steps):\n\n"
+                             + error_line("ours", errs) + autotune_picks(mod))
             except Exception as e:  # noqa: BLE001  (one bad config must not hide the rest)
                 parts.append(f"### {label}: failed: {type(e).__name__}: {str(e)[:300]}\n")
             write()

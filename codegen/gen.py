@@ -53,9 +53,11 @@ def tiling_of(v: Variant, kb=None) -> Tiling:
         raise CodegenError(f"variant {v.name} (codegen/variants.py): {e}") from None
 
 
-def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
+def render_variant(v: Variant, plan=None, env=None, check=True, said=None) -> str:
     """The source of generated_kernels/<v.name>.py.  ``check=False`` skips re-checking
-    the backward claims (tests that print from deliberately broken derivations)."""
+    the backward claims (tests that print from deliberately broken derivations).
+    ``said``: called with what the tiling asked that this kernel cannot do (an intra
+    kernel that cannot loop over K blocks, TILING prep_BK: printed whole)."""
     if plan is None:
         plan = load_variant(v, check=check)
     elif plan.variant is not v:    # the same kernel, another tiling or precise_lines
@@ -135,7 +137,19 @@ def render_variant(v: Variant, plan=None, env=None, check=True) -> str:
         grouped=[a.name for a in v.args if fla_api.grouped(a.name, a.kind)],
         shapes_doc=", ".join(f"{a.name} {_SHAPE_DOC[a.kind]}" for a in v.args),
     )
-    src = wrap.wrap_source((env or _env()).get_template("variant.py.j2").render(**ctx), MAX_LINE)
+    template = (env or _env()).get_template("variant.py.j2")
+    try:
+        text = template.render(**ctx)
+    except kloop.KLoopError as e:
+        # prep_BK is every variant's (one tiling for all): the intra kernels that cannot
+        # loop hold every K column at once, as without it, and the caller is told why
+        if not ctx["intra_kloop"]:
+            raise
+        if said:
+            said(f"{v.name}: the intra kernel holds every K column at once (TILING prep_BK "
+                 f"{tiling.prep_BK} not taken): {e}")
+        text = template.render(**dict(ctx, intra_kloop=False))
+    src = wrap.wrap_source(text, MAX_LINE)
     if PRODUCT_TAG[0] in src:
         line = next(i + 1 for i, ln in enumerate(src.splitlines()) if PRODUCT_TAG[0] in ln)
         raise CodegenError(f"generated_kernels/{v.name}.py, line {line}: a product printed without its types "
@@ -275,7 +289,7 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
                     and set(choice.narrow) <= set(passed)):
                 rec, choice = None, precision.Choice.cheapest(stores)
                 why = "names lines or passed tiles the backward kernels no longer print"
-        src = render_variant(precision.apply(v, choice), plan=plan, env=env)     # checks the claims once
+        src = render_variant(precision.apply(v, choice), plan=plan, env=env, said=progress)  # checks the claims once
         rec = precision.rekeyed(rec, src, runtime)
         if not precision.fresh(rec, src, runtime):
             if measure is None:

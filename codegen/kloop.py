@@ -59,6 +59,11 @@ def _one_sum(rhs: str) -> bool:
     return False
 
 
+def _short(stmt: str) -> str:
+    """A statement as an error names it: its start (the printed lines run to 120 bytes)."""
+    return stmt if len(stmt) <= 72 else stmt[:72] + " ..."
+
+
 def _renamed(line: str) -> str:
     return re.sub(r"\bBK\b", "KL", re.sub(r"\bo_k\b", "o_kl", line))
 
@@ -82,7 +87,7 @@ def loop_body(text: str, axes: Dict[str, tuple], where: str) -> str:
                 before.append(comments + code)
             continue
         if uses(joined, late):
-            raise KLoopError(f"{where}: `{joined}` reads K-indexed tiles and a sum over K "
+            raise KLoopError(f"{where}: `{_short(joined)}` reads K-indexed tiles and a sum over K "
                              f"({', '.join(sorted(uses(joined, late)))}): a loop over K blocks cannot hold it")
         if m and m.group(1) not in names and m.group(1) not in axes:
             # a printed name with no shape of its own (a gate factor's log, b_<x>_f) formed
@@ -91,7 +96,7 @@ def loop_body(text: str, axes: Dict[str, tuple], where: str) -> str:
         elif m and m.group(1) not in names:
             target, op, rhs = m.groups()
             if op != "=" or not _one_sum(rhs):
-                raise KLoopError(f"{where}: `{joined}` sums over K other than as one whole product or sum")
+                raise KLoopError(f"{where}: `{_short(joined)}` sums over K other than as one whole product or sum")
             shape = axes.get(target)
             if not shape or any(d not in _DIMS for d in shape):
                 raise KLoopError(f"{where}: the sum {target} has no known shape without K ({shape})")

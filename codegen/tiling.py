@@ -67,8 +67,9 @@ class Tiling:
     prep_warps: int = _key("warps of the intra kernels", WARPS)
     prep_stages: int = _key("pipelining stages of the intra kernels", "positive")
     prep_BK: int | None = _key("K block of the intra kernel's loop over K (codegen/kloop.py: the per-K work a "
-                               "block at a time, each product over K summed by block); None: every K column "
-                               "at once", "block_or_none")
+                               "block at a time, each product over K summed by block), where the kernel can "
+                               "loop (gen names the ones that cannot); None: every K column at once",
+                               "block_or_none")
     scan_warps: int = _key("warps of the sequential kernels (state scan, reverse scan)", WARPS)
     scan_stages: int = _key("pipelining stages of the sequential kernels", "positive")
     out_warps: int = _key("warps of the output kernel and of the reverse scan's parallel part", WARPS)

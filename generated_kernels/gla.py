@@ -20,7 +20,7 @@ from ._runtime import (  # noqa: F401
 
 # the kernels' tiling (keys: codegen/tiling.py, printed in _runtime.py); change it for a
 # block of code with tiling_override, never by assignment from outside
-TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, prep_BK=None, scan_warps=8,
+TILING = Tiling(BT=64, BV=64, scan_BV=64, scan_BK=64, prep_warps=4, prep_stages=1, prep_BK=64, scan_warps=8,
         scan_stages=2, out_warps=4, out_stages=2, grad_BV=128, grad_BK=64, grad_warps=8, grad_stages=1,
         prep_dots='input', scan_dots='input', out_dots='input', reverse_dots='input', gradv_dots='tf32',
         grad_dots='tf32', grad_gated='tf32x3', dh_store='fp32', autotune=True, keep_forward=True, fp32_BT=32,
@@ -58,7 +58,7 @@ def _intra_kernel(q, k, g, out_Gamma, out_hs0, out_ch0, rng, scale, T,
                   BV: tl.constexpr, DT: tl.constexpr, CT: tl.constexpr, PREC: tl.constexpr,
                   DT2: tl.constexpr, CT2: tl.constexpr, PREC2: tl.constexpr, DT3: tl.constexpr, CT3: tl.constexpr,
                   PREC3: tl.constexpr, IPREC: tl.constexpr, GPREC: tl.constexpr, VARLEN: tl.constexpr,
-                          BLOCKED: tl.constexpr):
+                          BLOCKED: tl.constexpr, KL: tl.constexpr):
     # one program per (chunk, batch*head); V is one block
     i_t, i_bh = tl.program_id(0), tl.program_id(1)
     i_b, i_h = i_bh // H, i_bh % H
@@ -88,37 +88,41 @@ def _intra_kernel(q, k, g, out_Gamma, out_hs0, out_ch0, rng, scale, T,
     if BLOCKED:
         if tl.load(rng_c) == 0:
             return
-    b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.)
-    b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_k[None, :]), mask=m_r[:, None]
-            & (o_k < K)[None, :], other=0.)
-    b_Alpha_log = tl.load(g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            mask=m_r[:, None] & (o_k < K)[None, :], other=0.).to(tl.float32)
-    b_Alpha_log_last = tl.load(g + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_k[None, :], mask=(o_k < K)[None, :],
-            other=0.).to(tl.float32)
-    # Gamma = \text{cumprod}\left(\mathbf{A}_{[t]}\right)   [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
-    b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
-    tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    b_Gamma = tl.exp(b_Gamma_log)
-    # gC = \mathbf{\Gamma}_{[t]}^{C}   [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
-    b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
-    # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped] (its
-    #   gate factor, in log space)
-    b_Ql_f = (tl.log(scale) + b_Gamma_log)
-    # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
-    #   (its gate factor, in log space)
-    b_Kr_f = (-b_Gamma_log)
-    # hs0 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [program gla_chunk,
-    #   under claims gla.O, gla.S_C.regrouped] (its gate factor, in log space)
-    b_hs0_f = (b_Kr_f + tl.trans(b_gC_log))
-    b_hs0 = (b_K * tl.exp(b_hs0_f))
-    tl.store(out_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_k[None, :]),
-            b_hs0.to(out_hs0.dtype.element_ty), mask=m_r[:, None] & (o_k < K)[None, :])
-    # ch0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)
-    #   [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
-    b_ch0 = _masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2, PREC2,
-            rng_c, BLOCKED)
+    # the K columns KL at a time (TILING prep_BK): each product over K summed block by block
+    b_ch0 = tl.zeros([BT, BT], dtype=tl.float32)
+    for i_kl in range(0, tl.cdiv(K, KL)):
+        o_kl = i_kl * KL + tl.arange(0, KL)
+        b_Q = tl.load(q + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_kl[None, :]),
+                mask=m_r[:, None] & (o_kl < K)[None, :], other=0.)
+        b_K = tl.load(k + ((bos + i_t * BT) * HQ + i_hq) * K + (o_t[:, None] * (HQ * K) + o_kl[None, :]),
+                mask=m_r[:, None] & (o_kl < K)[None, :], other=0.)
+        b_Alpha_log = tl.load(g + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_kl[None, :]),
+                mask=m_r[:, None] & (o_kl < K)[None, :], other=0.).to(tl.float32)
+        b_Alpha_log_last = tl.load(g + ((bos + i_t * BT + n_r - 1) * H + i_h) * K + o_kl[None, :],
+                mask=(o_kl < K)[None, :], other=0.).to(tl.float32)
+        # Gamma = \text{cumprod}\left(\mathbf{A}_{[t]}\right) [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
+        b_Gamma_log = tl.cumsum(b_Alpha_log, axis=0)
+        tl.store(out_Gamma + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_kl[None, :]),
+                b_Gamma_log.to(out_Gamma.dtype.element_ty), mask=m_r[:, None] & (o_kl < K)[None, :])
+        b_Gamma = tl.exp(b_Gamma_log)
+        # gC = \mathbf{\Gamma}_{[t]}^{C}   [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
+        b_gC_log = tl.trans(tl.sum(tl.where(m_last, b_Gamma_log, 0.), axis=0, keep_dims=True))
+        # Ql = \mathbf{Q}_{[t]} \odot \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
+        #   (its gate factor, in log space)
+        b_Ql_f = (tl.log(scale) + b_Gamma_log)
+        # Kr = \mathbf{K}_{[t]} \oslash \mathbf{\Gamma}_{[t]} [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
+        #   (its gate factor, in log space)
+        b_Kr_f = (-b_Gamma_log)
+        # hs0 = \overrightarrow{\mathbf{K}_{[t]}} \text{Diag}\left(\boldsymbol{\gamma}_{[t]}^{C}\right) [program
+        #   gla_chunk, under claims gla.O, gla.S_C.regrouped] (its gate factor, in log space)
+        b_hs0_f = (b_Kr_f + tl.trans(b_gC_log))
+        b_hs0 = (b_K * tl.exp(b_hs0_f))
+        tl.store(out_hs0 + ((bos + i_t * BT) * H + i_h) * K + (o_t[:, None] * (H * K) + o_kl[None, :]),
+                b_hs0.to(out_hs0.dtype.element_ty), mask=m_r[:, None] & (o_kl < K)[None, :])
+        # ch0 = \left(\overleftarrow{\mathbf{Q}_{[t]}} \overrightarrow{\mathbf{K}_{[t]}}^\top \odot \mathbf{M}\right)
+        #   [program gla_chunk, under claims gla.O, gla.S_C.regrouped]
+        b_ch0 += _masked_gated_dot(b_Q, b_Ql_f, tl.trans(b_K), tl.trans(b_Kr_f), m_incl, m_mid, False, BT, DT2, CT2,
+                PREC2, rng_c, BLOCKED)
     tl.store(out_ch0 + ((bos + i_t * BT) * H + i_h) * BT + (o_t[:, None] * (H * BT) + o_t[None, :]),
             b_ch0.to(out_ch0.dtype.element_ty), mask=m_r[:, None] & (o_t >= 0)[None, :])
 
@@ -723,7 +727,8 @@ def launch_specs(dtype, device, K, V, chunk_size=None, tiling=None, varlen=False
     tune = autotuning(til, torch.device(device))
     kernels = [
         # the intra kernel holds every V column of a chunk
-        Launch("_intra_kernel", dict(dims, BV=BV_full, **ptypes), til.prep_warps, til.prep_stages, (), tune,
+        Launch("_intra_kernel", dict(dims, BV=BV_full, **ptypes, KL=min(til.prep_BK, BK)), til.prep_warps,
+                til.prep_stages, (), tune,
                True, hopper=hopper),
         Launch("_state_kernel", dict(sdims, **stypes), *scan, ("BV",), tune, hopper=hopper, sequential=True),
         Launch("_out_kernel", dict(dims, **otypes), *out, ("BV",), tune, False, hopper=hopper),

@@ -1,6 +1,7 @@
 """The intra kernel's K columns in a loop over K blocks (TILING prep_BK, codegen/kloop.py)."""
 import dataclasses
 import os
+import re
 
 import pytest
 import torch
@@ -11,12 +12,12 @@ from chunkproof.codegen.variants import VARIANTS
 BY = {v.name: v for v in VARIANTS}
 
 
-def _printed(name, prep_bk):
+def _printed(name, prep_bk, said=None):
     """The bundled module of ``name`` as its record chooses, with TILING prep_BK."""
     v = BY[name]
     rec = precision.read_record(gen.OUT_DIR, name)
     v = precision.apply(v, precision.Choice.from_dict(rec["choice"]))
-    return gen.render_variant(dataclasses.replace(v, tiling=dict(v.tiling, prep_BK=prep_bk)))
+    return gen.render_variant(dataclasses.replace(v, tiling=dict(v.tiling, prep_BK=prep_bk)), said=said)
 
 
 def test_only_an_intra_kernel_whose_sums_over_k_are_whole_products_loops():
@@ -33,12 +34,17 @@ def test_only_an_intra_kernel_whose_sums_over_k_are_whole_products_loops():
     why = {"gated_delta_rule": "b_Xt = ", "delta_rule": "b_Xt = ", "kda": "b_Xt = ", "dplr_delta_rule": "b_F = ",
            "rwkv6": "b_Aqk = .* sum over K \\(b_Bu\\)", "simple_gla": "nothing sums over K", "retention": "nothing sums over K"}
     for name, what in why.items():
-        with pytest.raises(kloop.KLoopError, match=f"{name} _intra_kernel: .*{what}"):
-            _printed(name, 64)
-    # the bundled modules print none (prep_BK None: not timed on the GPU yet)
+        # the tiling is every variant's: one that cannot loop is printed whole, and gen says why
+        said = []
+        whole = _printed(name, 64, said.append)
+        assert len(said) == 1 and re.search(f"{name}: the intra kernel holds every K column at once .*"
+                                            f"{name} _intra_kernel: .*{what}", said[0]), said
+        assert "for i_kl in range" not in whole and "KL=" not in whole
+        assert whole.replace("prep_BK=64", "prep_BK=None") == _printed(name, None)
+    # the bundled modules: GLA's loops (prep_BK 64 by default since session 54), no other
     for v in VARIANTS:
         with open(os.path.join(gen.OUT_DIR, f"{v.name}.py"), encoding="utf-8") as f:
-            assert "for i_kl in range" not in f.read()
+            assert ("for i_kl in range" in f.read()) == (v.name == "gla"), v.name
 
 
 def test_a_k_indexed_value_read_from_a_sum_is_refused():
@@ -61,13 +67,13 @@ def test_a_k_indexed_value_read_from_a_sum_is_refused():
 @pytest.mark.parametrize("shape", [(1, 80, 1, 64, 32), (2, 70, 2, 40, 24)])
 def test_the_looped_intra_kernel_computes_what_the_whole_one_does(shape, tmp_path, monkeypatch):
     # blocks of 16 (four at K = 64; three, the last masked, at K = 40), fp32 under the
-    # interpreter, forward and backward, against the bundled module
+    # interpreter, forward and backward, against the whole kernel (prep_BK None)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     from chunkproof.fuzz.precision_measure import import_printed
     with open(os.path.join(gen.OUT_DIR, "_runtime.py"), encoding="utf-8") as f:
         runtime = f.read()
     looped = import_printed(str(tmp_path), "kloop_gla", runtime, "gla", _printed("gla", 16))
-    import chunkproof.kernels.gla as whole
+    whole = import_printed(str(tmp_path), "whole_gla", runtime, "gla", _printed("gla", None))
     B, T, H, K, V = shape
     g = torch.Generator().manual_seed(7)
     x = dict(q=torch.randn(B, T, H, K, generator=g), k=torch.randn(B, T, H, K, generator=g) * 0.3,
