@@ -17,7 +17,7 @@ import re
 from typing import Dict, List, Tuple
 
 from .ksplit import k_names
-from .printed_text import ASSIGN, closing, uses
+from .printed_text import ASSIGN, closing, statements, uses
 from .printer import CodegenError
 
 # the sums over K a statement may accumulate: a plain product, the runtime's gated scores
@@ -33,18 +33,14 @@ class KLoopError(CodegenError):
 
 
 def _statements(text: str) -> List[Tuple[List[str], List[str]]]:
-    """(comment lines, code lines) per statement: a line at column 0 starts one, an
-    indented line continues it, comments belong to the statement after them."""
+    """(comment lines, code lines) per statement (printed_text.statements at column 0,
+    blank lines dropped); comments belong to the statement after them."""
     out, comments = [], []
-    for line in text.split("\n"):
-        if not line.strip():
-            continue
-        if line.startswith("#"):
-            comments.append(line)
-        elif line[0] == " " and out and not comments:
-            out[-1][1].append(line)
+    for group in statements([ln for ln in text.split("\n") if ln.strip()]):
+        if group[0].startswith("#"):
+            comments += group
         else:
-            out.append((comments, [line]))
+            out.append((comments, group))
             comments = []
     if comments:
         raise KLoopError(f"a comment with no statement after it: {comments[-1]}")

@@ -1,8 +1,9 @@
 """Printed kernel code read as text, one statement per line: the names a statement
-uses, an assignment's parts, where a call's parentheses close.  The passes that rewrite
+uses, an assignment's parts, where a call's parentheses close, which lines make one
+statement.  The passes that rewrite
 a stage's printed body (ksplit.py, kloop.py) and the schedule read it this way."""
 import re
-from typing import Set, Type
+from typing import List, Set, Type
 
 from .printer import CodegenError
 
@@ -26,3 +27,15 @@ def closing(text: str, start: int, error: Type[CodegenError] = CodegenError) -> 
         if depth == 0:
             return i + 1
     raise error(f"unbalanced parentheses in `{text}`")
+
+
+def statements(lines: List[str], indent: int = 0) -> List[List[str]]:
+    """``lines`` grouped by statement: a line at ``indent`` starts one, a line indented
+    deeper (a continuation, a body under ``if``) or blank belongs to the one above."""
+    out: List[List[str]] = []
+    for ln in lines:
+        if out and (len(ln) - len(ln.lstrip()) > indent or not ln.strip()):
+            out[-1].append(ln)
+        else:
+            out.append([ln])
+    return out

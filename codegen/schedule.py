@@ -16,7 +16,7 @@ and a continued line belong to the line above them at the loop body's indent).""
 import re
 from typing import List, Optional, Set
 
-from .printed_text import NAME
+from .printed_text import NAME, statements
 
 _LOAD = re.compile(r"^(?:if KP > \d+:\s*)?(b_\w+) = tl\.load\((\w+)\b")
 _STORE = re.compile(r"^(?:if KP > \d+:\s*)?tl\.store\((\w+)\b")
@@ -38,16 +38,6 @@ class _Group:
         # the names it reads: all it names but its target, unless the target is named again
         names = [] if self.comment else NAME.findall(self.text)
         self.reads = set(names) - {self.target} if names.count(self.target) == 1 else set(names)
-
-
-def _groups(body: List[str], indent: int) -> List[_Group]:
-    out: List[List[str]] = []
-    for ln in body:
-        if out and (len(ln) - len(ln.lstrip()) > indent or not ln.strip()):
-            out[-1].append(ln)
-        else:
-            out.append([ln])
-    return [_Group(g) for g in out]
 
 
 def _second_phase(groups: List[_Group]) -> Optional[int]:
@@ -103,5 +93,5 @@ def late_loads(text: str) -> str:
         end += 1
     while end > head + 1 and not lines[end - 1].strip():   # trailing blank lines stay after the loop
         end -= 1
-    body = _reorder(_groups(lines[head + 1:end], indent))
+    body = _reorder([_Group(g) for g in statements(lines[head + 1:end], indent)])
     return "\n".join(lines[:head + 1] + [ln for g in body for ln in g.lines] + lines[end:])
