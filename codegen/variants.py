@@ -79,9 +79,10 @@ DEFAULT = dict(
     scan_BK=64,                # the scans' state in pieces of 64 (two at K = 128)
     prep_warps=4, prep_stages=1, out_warps=4, out_stages=2,   # parallel kernels faster at 4 warps
     prep_BK=64,                # the intra kernel's loop over K, where it can loop (GLA 7.20 -> 6.64 ms)
-    # 3 stages: Gated DeltaNet's scans 1532 -> 1203 us, DeltaNet's 1188 -> 761 on the H100
-    # (session 54), not yet gated for correctness there nor timed on the other variants
-    scan_warps=8, scan_stages=2,
+    # 3 stages: forward + backward on the H100 at (2, 16384, 16, 128) 4-11% faster for the
+    # delta rules and RetNet, 1% for KDA and RWKV-6, within 1% either way for DPLR, GLA and
+    # simple GLA; every error the same (docs/measurements.md, session 55)
+    scan_warps=8, scan_stages=3,
     # grad_BV: one V block of 128 where it fits (GLA 3.49 -> 2.86 ms, KDA 5.52 -> 5.05, DPLR
     # 9.78 -> 8.07 fwd+bwd); where it does not (RWKV-6 bf16) the first backward halves it
     grad_BV=128, grad_warps=8, grad_stages=1,  # 4 warps were slower
