@@ -2,15 +2,14 @@
 """Gated DeltaNet's dg and dbeta over FLA's per draw (emulated rounding, bench inputs at
 (1, 256, 2, 128, 128)), for the record's choice and the gradient products in bf16: how
 much of the planner's verdict is the draw."""
-import sys, time, math
+import math, os, sys, time
 from chunkproof.codegen import gen, precision
 from chunkproof.codegen.variants import VARIANTS
 from chunkproof.fuzz.precision_measure import Measure
 name = "gated_delta_rule"
 v = next(x for x in VARIANTS if x.name == name)
 env = gen._env()
-runtime = env.get_template("runtime.py.j2").render(max_head_dim=gen.MAX_HEAD_DIM, gpu_max_head_dim=gen.GPU_MAX_HEAD_DIM,
-                                                    grouped_names=repr(gen.fla_api.GROUPED))
+runtime = open(os.path.join(gen.OUT_DIR, "_runtime.py")).read()     # what gen rendered (gen --check)
 plan = gen.load_variant(v)
 rec = precision.read_record(gen.OUT_DIR, name)
 base = dict(rec["choice"])

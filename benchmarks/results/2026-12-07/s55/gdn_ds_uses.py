@@ -1,19 +1,14 @@
 # Run from the repository root with TRITON_INTERPRET=1 (FLA installed): python benchmarks/results/2026-12-07/s55/gdn_ds_uses.py
 """Which use of delta S in Gated DeltaNet's V kernel makes dg sensitive to its bf16
 rounding: the record's module with b_ds rounded to bf16 in one use at a time."""
-import sys, time
+import os, sys, time
 from chunkproof.codegen import gen, precision
 from chunkproof.codegen.variants import VARIANTS
 from chunkproof.fuzz.precision_measure import Measure
 name = "gated_delta_rule"
 v = next(x for x in VARIANTS if x.name == name)
-env = gen._env()
-runtime = env.get_template("runtime.py.j2").render(max_head_dim=gen.MAX_HEAD_DIM, gpu_max_head_dim=gen.GPU_MAX_HEAD_DIM,
-                                                    grouped_names=repr(gen.fla_api.GROUPED))
-plan = gen.load_variant(v)
-rec = precision.read_record(gen.OUT_DIR, name)
-c = precision.Choice.from_dict(rec["choice"])
-src = gen.render_variant(precision.apply(v, c), plan=plan, env=env, check=False)
+runtime = open(os.path.join(gen.OUT_DIR, "_runtime.py")).read()     # what gen rendered (gen --check)
+src = gen.render_recorded(name)
 m = precision._Pooled([Measure(v, runtime, precision.STORE_SHAPES, precision.SEED + i, inputs=precision.STORE_INPUTS)
                        for i in range(precision.REF_DRAWS)])
 ref, what = m.reference()

@@ -1,15 +1,14 @@
 # Run from the repository root with TRITON_INTERPRET=1 (FLA installed): python benchmarks/results/2026-12-07/s55/gdn_stores.py
 """Gated DeltaNet's errors over FLA's (emulated H200 rounding, bench inputs at the
 planner's STORE_SHAPES, 3 draws pooled) for the record's choice and cheaper stores."""
-import json, sys, time
+import os, sys, time
 from chunkproof.codegen import gen, precision
 from chunkproof.codegen.variants import VARIANTS
 from chunkproof.fuzz.precision_measure import Measure
 name = sys.argv[1] if len(sys.argv) > 1 else "gated_delta_rule"
 v = next(x for x in VARIANTS if x.name == name)
 env = gen._env()
-runtime = env.get_template("runtime.py.j2").render(max_head_dim=gen.MAX_HEAD_DIM, gpu_max_head_dim=gen.GPU_MAX_HEAD_DIM,
-                                                    grouped_names=repr(gen.fla_api.GROUPED))
+runtime = open(os.path.join(gen.OUT_DIR, "_runtime.py")).read()     # what gen rendered (gen --check)
 plan = gen.load_variant(v)
 rec = precision.read_record(gen.OUT_DIR, name)
 base = dict(rec["choice"])
