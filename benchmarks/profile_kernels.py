@@ -13,11 +13,12 @@ error against the fp64 recurrence on the first 256 steps under that configuratio
 `chunkproof bench` gates them).  Inputs:
 chunkproof.bench.inputs at the same shape (the forward alone: no initial state).
 
---narrow "hr0,vr1;vr4" adds a row per entry: the variant printed with those passed tiles
-in the inputs' dtype besides the ones its precision record narrows (chunkproof.bench.printed,
-into a temporary package), with every tensor's error against the fp64 recurrence on the
-first 256 steps (as `chunkproof bench` gates), beside the module's own (and
-FLA's, with --fla), to weigh what narrowing them gives against what it costs."""
+--narrow "hr0,vr1;vr4" adds a row per entry and config: the variant printed with those
+passed tiles in the inputs' dtype besides the ones its precision record narrows
+(chunkproof.bench.printed, into a temporary package), under each --configs entry, with
+every tensor's error against the fp64 recurrence on the first 256 steps (as `chunkproof
+bench` gates), beside the module's own (and FLA's, with --fla), to weigh what narrowing
+them gives against what it costs."""
 import sys
 import time
 
@@ -65,7 +66,7 @@ def parse(argv):
     p.add_argument("--mode", choices=["fwd", "fwd+bwd"], default="fwd")
     p.add_argument("--budget", type=float, default=1e9, help="stop starting new configs after this many seconds")
     p.add_argument("--narrow", default="", help="';'-separated lists of passed tiles to print narrowed besides the "
-                                                "record's (a row each, with its errors; the defaults' too)")
+                                                "record's (a row each under each config, with its errors; the defaults' too)")
     a = p.parse_args(argv)
     a.variants = A.variants(a.variants)
     a.fla = A.variants(a.fla) if a.fla.strip() else []
@@ -153,19 +154,23 @@ def main(argv=None):
                 parts.append(f"### {label}: failed: {type(e).__name__}: {str(e)[:300]}\n")
             write()
         recorded_err = []     # the record's own module, measured once for every --narrow row
-        for tiles in a.narrow:
-            label = f"ours [narrowed besides the record's: {', '.join(tiles)}]"
+        narrowed = {}         # each --narrow entry printed once, for every config
+        for tiles, (text, cfg) in ((t, c) for t in a.narrow for c in a.configs):
+            label = f"ours [narrowed besides the record's: {', '.join(tiles)}{'; ' + text if text else ''}]"
             if time.time() - t0 > a.budget:
                 parts.append(f"(budget reached; {variant} {label} not run)\n")
                 break
             try:
-                nmod, nfn = printed.narrowed(variant, tiles)
-                call = run(nfn)
-                rows = timing.kernel_times(call, a.iters)
-                ms = timing.median_ms(call, True, 1, 50, 200)
+                if tiles not in narrowed:
+                    narrowed[tiles] = printed.narrowed(variant, tiles)
+                nmod, nfn = narrowed[tiles]
                 if not recorded_err:
                     recorded_err.append(errors(variant, fn, a.mode, x, h0, do, dht, scale))
-                mine = errors(variant, nfn, a.mode, x, h0, do, dht, scale)
+                with tiling.applied(nmod, cfg):
+                    call = run(nfn)
+                    rows = timing.kernel_times(call, a.iters)
+                    ms = timing.median_ms(call, True, 1, 50, 200)
+                    mine = errors(variant, nfn, a.mode, x, h0, do, dht, scale)
                 errs = (f"errors against fp64 (relative RMS, first {GATE_T} steps):\n\n"
                         + error_line("narrowed", mine) + error_line("the record's", recorded_err[0]))
                 print(f"[{variant}] {label} {ms:.4f} ms", file=sys.stderr)
