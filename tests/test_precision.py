@@ -633,6 +633,21 @@ def test_two_measures_never_share_a_printed_module():
     assert second._module("WHICH = 'second'\n").WHICH == "second"
 
 
+def test_the_measure_runs_without_the_interpreters_overflow_checks_and_puts_them_back():
+    from triton.runtime import interpreter as interp
+    from chunkproof.fuzz.precision_measure import _no_overflow_checks
+    before = interp.interpreter_builder.options
+    assert before.sanitize_overflow
+    with _no_overflow_checks():
+        assert interp.interpreter_builder.options.sanitize_overflow is False
+        assert interp.interpreter_builder.options.debug == before.debug
+    assert interp.interpreter_builder.options is before
+    with pytest.raises(RuntimeError):
+        with _no_overflow_checks():
+            raise RuntimeError("a kernel failing")
+    assert interp.interpreter_builder.options is before
+
+
 def test_the_reference_is_flas_op_of_the_same_name_or_none_with_why():
     import importlib.util
     user = gen.user_variants(FORWARD_ONLY)[0]
