@@ -488,8 +488,12 @@ class Launch:
         HOPPER_MIN_SCAN_BLOCK for a sequential kernel) and, for a parallel kernel, twice
         it (up to the padded head and MAX_TUNED_BLOCK): the scans' V block was settled on
         the GPU (HOPPER_MIN_SCAN_BLOCK), and a parallel kernel at a V block under the
-        head's forms its K-side work once per V block."""
+        head's forms its K-side work once per V block.  A sequential kernel also takes
+        the other of 2 and 3 pipeline stages: its loop over chunks is what Triton
+        pipelines, and at 3 the delta rules' scans took 17-37% less time than at 2 on the H100
+        (docs/measurements.md, session 54) at more shared memory than some GPUs have."""
         warps = [self.num_warps] + [w for w in (4, 8) if w != self.num_warps][:1]
+        stages = [self.num_stages] + ([s for s in (2, 3) if s != self.num_stages][:1] if self.sequential else [])
         blocks = [{}]
         if "BV" in self.tuned:
             bv = self.constexprs["BV"]
@@ -497,7 +501,7 @@ class Launch:
             most = min(MAX_TUNED_BLOCK, triton.next_power_of_2(self.constexprs.get("V", bv)))
             blocks = [{"BV": bv}] + ([{"BV": bv // 2}] if bv // 2 >= least else []) + \
                 ([{"BV": 2 * bv}] if not self.sequential and 2 * bv <= most else [])
-        return [(b, w, self.num_stages) for b in blocks for w in warps]
+        return [(b, w, st) for b in blocks for w in warps for st in stages]
 
     def on(self, fn):
         """What to launch: ``fn``, or its autotuned form; a guarded kernel's two passes;

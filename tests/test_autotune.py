@@ -57,7 +57,11 @@ def test_on_a_gpu_each_kernel_autotunes_over_its_neighbours(monkeypatch):
             # half the V block; twice it for a parallel kernel, up to V = 128 here
             assert blocks == {bv, bv // 2} | ({2 * bv} if name not in SEQUENTIAL and 2 * bv <= 128 else set()), \
                 (name, blocks)
-        assert len(configs) == 2 * max(1, len(blocks)), (name, configs)
+        # a sequential kernel (its loop over chunks pipelined) also at the other of 2 and 3 stages
+        stages = {2, 3} if name in SEQUENTIAL else {launch.num_stages}
+        assert {st for _, _, st in configs} == stages, (name, configs)
+        assert len(configs) == 2 * len(stages) * max(1, len(blocks)), (name, configs)
+        assert len(set(configs)) == len(configs), (name, configs)
         assert {w for _, w, _ in configs} == {4, 8}
         kw = launch.kwargs
         assert "num_warps" not in kw and ("BV" in kw) == (name not in TUNED_BV), name
