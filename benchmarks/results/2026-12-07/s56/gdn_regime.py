@@ -1,0 +1,72 @@
+# Session 56, CPU (TRITON_INTERPRET=1, the planner's H200 rounding emulated): Gated
+# DeltaNet's errors against FLA's, each on the same draw, in the planner's regime (a
+# T = 256 sequence, every step measured) and in the benchmark gate's (the first 256 steps
+# of a longer sequence, T = 1024 here), for the module as planned and for bf16 gradient
+# products with dh and the six passed tiles in bf16 (4.268 ms against FLA's 4.539 on the
+# H100, every GPU error under FLA's: call1/).  From the repository root:
+#   TRITON_INTERPRET=1 python benchmarks/results/2026-12-07/s56/gdn_regime.py [DRAWS]
+import math
+import sys
+import tempfile
+
+import torch
+
+from chunkproof.bench import fla
+from chunkproof.bench.calls import fwd_bwd_state
+from chunkproof.bench.fla_interp import patched
+from chunkproof.codegen import gen, precision
+from chunkproof.codegen.variants import BY_NAME
+from chunkproof.fuzz.chunked import case, reference
+from chunkproof.fuzz.precision_measure import _as_kernel, _no_overflow_checks, import_printed
+from chunkproof.fuzz.reference import rel_rms
+from chunkproof.fuzz.rounding import emulate
+
+DRAWS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+GATE_T = 256
+v = BY_NAME["gated_delta_rule"]
+runtime = open("generated_kernels/_runtime.py", encoding="utf-8").read()
+planned = precision.Choice.from_dict(precision.read_record(gen.OUT_DIR, v.name)["choice"])
+cheap = planned.with_family("gradv_dots", "input").with_family("grad_dots", "input").with_family("dh_store", "input")
+for t in ("hr0", "vr1", "vr4", "vr5", "vr6", "At"):
+    cheap = cheap.with_narrow(t)
+root = tempfile.mkdtemp()
+mods = {name: import_printed(root, f"regime_{name}", runtime, v.name, gen.render_variant(precision.apply(v, c)))
+        for name, c in (("planned", planned), ("cheap", cheap))}
+
+
+def errs(fn, x, h0, do, dht, scale, want, steps):
+    """Each tensor's relative RMS error; a T-indexed one on its first ``steps`` steps."""
+    undo = emulate("trunc")
+    try:
+        with _no_overflow_checks():
+            o, ht, grads = fwd_bwd_state(fn, x, h0, do, dht, scale)
+    finally:
+        undo()
+    wo, wht, wg = want
+    cut = (lambda t: t[:, :steps]) if steps else (lambda t: t)
+    out = {"o": rel_rms(cut(o), cut(wo)), "ht": rel_rms(ht, wht)}
+    for n, g in grads.items():
+        out["dh0" if n == "initial_state" else "d" + n] = rel_rms(g, wg[n]) if n == "initial_state" else \
+            rel_rms(cut(g), cut(wg[n]))
+    return out
+
+
+for shape, steps in (((1, 256, 2, 128, 128), None), ((1, 1024, 2, 128, 128), GATE_T)):
+    logs = {}
+    for seed in range(DRAWS):
+        x, h0, do, dht = case(v.name, shape, precision.SEED + seed, "bench")
+        scale = shape[3] ** -0.5
+        want = reference(v.name, x, h0, do, dht, scale)
+        with patched():
+            ref = errs(fla.load(v.name, True), x, h0, do, dht, scale, want, steps)
+        for name, mod in mods.items():
+            with _as_kernel(v, mod):
+                mine = errs(getattr(mod, v.func), x, h0, do, dht, scale, want, steps)
+            r = {k: mine[k] / ref[k] for k in ref if ref[k] > 0}
+            for k, x_ in r.items():
+                logs.setdefault((name, k), []).append(math.log(x_))
+            print(f"{shape} {'first %d steps' % steps if steps else 'every step'} seed +{seed} {name}: "
+                  + ", ".join(f"{k} {mine[k]:.2e}/{ref[k]:.2e}={r[k]:.2f}" for k in sorted(r)), flush=True)
+    for (name, k), xs in sorted(logs.items()):
+        if k in ("dg", "dk", "dq", "dbeta", "dv", "o"):
+            print(f"  {shape} {name} {k}: geomean ours/FLA {math.exp(sum(xs) / len(xs)):.3f} over {len(xs)} draws")
