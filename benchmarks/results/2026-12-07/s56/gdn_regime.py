@@ -4,8 +4,9 @@
 # of a longer sequence, T = 1024 here), for the module as planned and for bf16 gradient
 # products with dh and the six passed tiles in bf16 (4.268 ms against FLA's 4.539 on the
 # H100, every GPU error under FLA's: call1/).  Another variant (its module as planned
-# alone): VARIANT as the second argument.  From the repository root:
-#   TRITON_INTERPRET=1 python benchmarks/results/2026-12-07/s56/gdn_regime.py [DRAWS [VARIANT]]
+# alone): VARIANT as the second argument; a third, FAMILY=TYPE[,FAMILY=TYPE], adds the
+# planned choice with those families changed.  From the repository root:
+#   TRITON_INTERPRET=1 python benchmarks/results/2026-12-07/s56/gdn_regime.py [DRAWS [VARIANT [FAMILY=TYPE,...]]]
 import math
 import sys
 import tempfile
@@ -33,9 +34,15 @@ if v.name == "gated_delta_rule":
     for t in ("hr0", "vr1", "vr4", "vr5", "vr6", "At"):
         cheap = cheap.with_narrow(t)
     choices.append(("cheap", cheap))
+if len(sys.argv) > 3:
+    other = planned
+    for kv in sys.argv[3].split(","):
+        fam, kind = kv.split("=")
+        other = other.with_family(fam, kind)
+    choices.append((sys.argv[3], other))
 root = tempfile.mkdtemp()
-mods = {name: import_printed(root, f"regime_{name}", runtime, v.name, gen.render_variant(precision.apply(v, c)))
-        for name, c in choices}
+mods = {name: import_printed(root, f"regime_{i}", runtime, v.name, gen.render_variant(precision.apply(v, c)))
+        for i, (name, c) in enumerate(choices)}
 
 
 def errs(fn, x, h0, do, dht, scale, want, steps):
