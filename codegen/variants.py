@@ -81,7 +81,8 @@ DEFAULT = dict(
     prep_BK=64,                # the intra kernel's loop over K, where it can loop (GLA 7.20 -> 6.64 ms)
     # 3 stages: forward + backward on the H100 at (2, 16384, 16, 128) 4-11% faster for the
     # delta rules and RetNet, 1% for KDA and RWKV-6, within 1% either way for DPLR, GLA and
-    # simple GLA; every error the same (docs/measurements.md, session 55)
+    # simple GLA; every error the same (docs/measurements.md, session 55); on a GPU
+    # autotune tries 2 as well (Launch.configs), per kernel and shape
     scan_warps=8, scan_stages=3,
     # grad_BV: one V block of 128 where it fits (GLA 3.49 -> 2.86 ms, KDA 5.52 -> 5.05, DPLR
     # 9.78 -> 8.07 fwd+bwd); where it does not (RWKV-6 bf16) the first backward halves it
