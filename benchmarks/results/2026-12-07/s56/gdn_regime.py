@@ -11,16 +11,13 @@ import math
 import sys
 import tempfile
 
-import torch
-
 from chunkproof.bench import fla
 from chunkproof.bench.calls import fwd_bwd_state
 from chunkproof.bench.fla_interp import patched
 from chunkproof.codegen import gen, precision
 from chunkproof.codegen.variants import BY_NAME
-from chunkproof.fuzz.chunked import case, reference
+from chunkproof.fuzz.chunked import case, errors, reference
 from chunkproof.fuzz.precision_measure import _as_kernel, _no_overflow_checks, import_printed
-from chunkproof.fuzz.reference import rel_rms
 from chunkproof.fuzz.rounding import emulate
 
 DRAWS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
@@ -55,11 +52,10 @@ def errs(fn, x, h0, do, dht, scale, want, steps):
         undo()
     wo, wht, wg = want
     cut = (lambda t: t[:, :steps]) if steps else (lambda t: t)
-    out = {"o": rel_rms(cut(o), cut(wo)), "ht": rel_rms(ht, wht)}
-    for n, g in grads.items():
-        out["dh0" if n == "initial_state" else "d" + n] = rel_rms(g, wg[n]) if n == "initial_state" else \
-            rel_rms(cut(g), cut(wg[n]))
-    return out
+
+    def first(grads):
+        return {n: g if n == "initial_state" else cut(g) for n, g in grads.items()}
+    return errors(cut(o), ht, first(grads), (cut(wo), wht, first(wg)))
 
 
 for shape, steps in (((1, 256, 2, 128, 128), None), ((1, 1024, 2, 128, 128), GATE_T)):

@@ -24,6 +24,27 @@ def _is_load(stmt):
     return name if loads and name.startswith("b_") else None
 
 
+def _binds(stmt):
+    """Every name ``stmt`` stores to, at any depth (a loop's target, an if's branches)."""
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _base(ptr):
+    """The buffer a pointer expression addresses: the leftmost name of its sum
+    (``h + p_hs`` -> h), else None."""
+    while isinstance(ptr, ast.BinOp) and isinstance(ptr.op, ast.Add):
+        ptr = ptr.left
+    return ptr.id if isinstance(ptr, ast.Name) else None
+
+
+def _memory(stmt, calls):
+    """The buffers ``stmt`` reaches through tl.<call> for each name in ``calls`` (a
+    prefix ending in '_' matches tl.atomic_*)."""
+    return {_base(c.args[0]) for c in ast.walk(stmt)
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.args and
+            any(c.func.attr == n or (n.endswith("_") and c.func.attr.startswith(n)) for n in calls)} - {None}
+
+
 def move_loads(src):
     tree = ast.parse(src)
     lines = src.split("\n")
@@ -50,11 +71,12 @@ def move_loads(src):
             first = next((j for j in later if name in _reads(body[j])), None)
             if first is None:
                 continue
-            # never past a statement that (re)binds what the load reads
+            # never past a statement that (re)binds what the load reads, or that writes
+            # the buffer it reads (two arguments aliasing one buffer are not seen: the
+            # host passes them)
             between = later[:later.index(first)]
-            if any(isinstance(body[j], (ast.Assign, ast.AugAssign)) and
-                   {t.id for t in ast.walk(body[j]) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)} & deps
-                   for j in between):
+            read = _memory(st, ("load",))
+            if any(_binds(body[j]) & deps or _memory(body[j], ("store", "atomic_")) & read for j in between):
                 continue
             order.remove(i)
             order.insert(order.index(first), i)
