@@ -4,10 +4,14 @@
 # of a longer sequence, T = 1024 here), for the module as planned and for bf16 gradient
 # products with dh and the six passed tiles in bf16 (4.268 ms against FLA's 4.539 on the
 # H100, every GPU error under FLA's: call1/).  Another variant (its module as planned
-# alone): VARIANT as the second argument; a third, FAMILY=TYPE[,FAMILY=TYPE], adds the
-# planned choice with those families changed.  From the repository root:
+# alone): VARIANT as the second argument; a third, FAMILY=TYPE[,FAMILY=TYPE][;...], adds
+# the planned choice with those families changed (narrow=TILE+TILE: those passed tiles in
+# the inputs' dtype), one choice per ';'.  From the repository root:
 #   TRITON_INTERPRET=1 python benchmarks/results/2026-12-07/s56/gdn_regime.py [DRAWS [VARIANT [FAMILY=TYPE,...]]]
+# REGIME_SHAPES="B,T,H,K,V:STEPS;..." (STEPS 0: every step) measures other regimes than the
+# two above (session 57: longer sequences at narrower heads).
 import math
+import os
 import sys
 import tempfile
 
@@ -31,12 +35,16 @@ if v.name == "gated_delta_rule":
     for t in ("hr0", "vr1", "vr4", "vr5", "vr6", "At"):
         cheap = cheap.with_narrow(t)
     choices.append(("cheap", cheap))
-if len(sys.argv) > 3:
+for alt in (sys.argv[3].split(";") if len(sys.argv) > 3 else ()):
     other = planned
-    for kv in sys.argv[3].split(","):
+    for kv in alt.split(","):
         fam, kind = kv.split("=")
-        other = other.with_family(fam, kind)
-    choices.append((sys.argv[3], other))
+        if fam == "narrow":     # narrow=TILE+TILE: those passed tiles in the inputs' dtype too
+            for t in kind.split("+"):
+                other = other.with_narrow(t)
+        else:
+            other = other.with_family(fam, kind)
+    choices.append((alt, other))
 root = tempfile.mkdtemp()
 mods = {name: import_printed(root, f"regime_{i}", runtime, v.name, gen.render_variant(precision.apply(v, c)))
         for i, (name, c) in enumerate(choices)}
@@ -58,7 +66,10 @@ def errs(fn, x, h0, do, dht, scale, want, steps):
     return errors(cut(o), ht, first(grads), (cut(wo), wht, first(wg)))
 
 
-for shape, steps in (((1, 256, 2, 128, 128), None), ((1, 1024, 2, 128, 128), GATE_T)):
+REGIMES = [(tuple(int(n) for n in sh.split(",")), int(st) or None) for sh, st in
+           (r.split(":") for r in os.environ["REGIME_SHAPES"].split(";"))] if os.environ.get("REGIME_SHAPES") \
+    else [((1, 256, 2, 128, 128), None), ((1, 1024, 2, 128, 128), GATE_T)]
+for shape, steps in REGIMES:
     logs = {}
     for seed in range(DRAWS):
         x, h0, do, dht = case(v.name, shape, precision.SEED + seed, "bench")
