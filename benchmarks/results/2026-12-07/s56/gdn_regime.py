@@ -9,7 +9,8 @@
 # the inputs' dtype), one choice per ';'.  From the repository root:
 #   TRITON_INTERPRET=1 python benchmarks/results/2026-12-07/s56/gdn_regime.py [DRAWS [VARIANT [FAMILY=TYPE,...]]]
 # REGIME_SHAPES="B,T,H,K,V:STEPS;..." (STEPS 0: every step) measures other regimes than the
-# two above (session 57: longer sequences at narrower heads).
+# two above (session 57: longer sequences at narrower heads); REGIME_TF32 the tf32 rounding
+# emulated (chunkproof.fuzz.rounding.MODES; default trunc, the planner's).
 import math
 import os
 import sys
@@ -52,7 +53,7 @@ mods = {name: import_printed(root, f"regime_{i}", runtime, v.name, gen.render_va
 
 def errs(fn, x, h0, do, dht, scale, want, steps):
     """Each tensor's relative RMS error; a T-indexed one on its first ``steps`` steps."""
-    undo = emulate("trunc")
+    undo = emulate(os.environ.get("REGIME_TF32", "trunc"))
     try:
         with _no_overflow_checks():
             o, ht, grads = fwd_bwd_state(fn, x, h0, do, dht, scale)
