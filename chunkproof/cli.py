@@ -171,9 +171,13 @@ def cmd_gen(args):
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise InputError(f"--out {out_dir}: exists and is not a folder")
     say = (lambda m: None) if args.quiet else (lambda m: sys.stderr.write(f"chunkproof gen: {m}\n"))
+    if args.jobs < 1:
+        raise InputError(f"--jobs {args.jobs}: needs at least 1")
     try:
+        if args.jobs > 1 and not args.check and len(variants) > 1:
+            gen.plan_in_parallel(variants, out_dir, args.jobs, quiet=args.quiet)
         files = gen.render_all(variants, progress=say, out_dir=out_dir,
-                               measure=None if args.check else Measure)
+                               measure=None if args.check else Measure, keep_records=not args.check)
     except gen.StalePrecision as e:
         sys.stderr.write(f"chunkproof gen --check: {e}; run `chunkproof gen` and commit the result\n")
         return EXIT_FAIL
@@ -232,6 +236,9 @@ def build_parser():
                    help="with --check: only this bundled variant (its module name, e.g. gla, delta_rule)")
     p.add_argument("--out", help="output folder (default: the generated_kernels package; for a derivation "
                                  "file, <its name>_kernels beside it)")
+    p.add_argument("--jobs", "-j", type=int, default=1,
+                   help="plan stale precision records in this many processes at once (one kernel each; "
+                        "planning takes minutes to an hour per kernel)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.set_defaults(func=cmd_gen)

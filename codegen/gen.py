@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import sys
 import tempfile
 from typing import Dict, List, Optional, Tuple
 
@@ -248,16 +249,19 @@ _SHAPE_DOC = {"k": "[B, T, H, K]", "v": "[B, T, H, V]", "gate_k": "[B, T, H, K] 
 
 
 class StalePrecision(CodegenError):
-    """A precision record is missing or was measured on other kernel code (--check)."""
+    """A precision record is missing, was measured on other kernel code or planned under
+    other settings (--check)."""
 
 
 def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir: str = OUT_DIR,
-               measure=None) -> Dict[str, str]:
+               measure=None, keep_records: bool = False) -> Dict[str, str]:
     """File name -> content for every generated file: each module and its precision record
     (<name>.precision.json, codegen/precision.py).  A record in ``out_dir`` that is fresh
     (measured on the same kernel code) is kept; otherwise the planner measures again with
     ``measure`` (chunkproof.fuzz.precision_measure.Measure), or without one StalePrecision
-    names every such variant."""
+    names every such variant.  ``keep_records`` (chunkproof gen): each record planned is
+    written to ``out_dir`` at once, so a run stopped after hours of measuring keeps what
+    it measured and the next plans only the rest; the modules are written by the caller."""
     env = _env()
     variants = variants or VARIANTS
     runtime = env.get_template("runtime.py.j2").render(max_head_dim=MAX_HEAD_DIM, gpu_max_head_dim=GPU_MAX_HEAD_DIM,
@@ -276,8 +280,8 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
                      f"printed from {plan.claims['S'].id} (checked: exact)")
         rec = precision.read_record(out_dir, v.name)
         current = bool(rec) and rec.get("version") == precision.VERSION
-        why = "measured on other kernel code" if current else \
-            "written by another planner version" if rec else "none yet"
+        # why it is planned again, where it is: a reason found here, else precision.staleness's
+        why = None if current else "written by another planner version" if rec else "none yet"
         stores = planned_stores(v, plan)
         choice = precision.Choice.from_dict(rec["choice"]) if current else precision.Choice.cheapest(stores)
         candidates = None
@@ -292,8 +296,9 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
         src = render_variant(precision.apply(v, choice), plan=plan, env=env, said=progress)  # checks the claims once
         rec = precision.rekeyed(rec, src, runtime)
         if not precision.fresh(rec, src, runtime):
+            why = why or precision.staleness(rec, src, runtime)
             if measure is None:
-                stale_names.append(v.name)
+                stale_names.append(f"{v.name} ({why})")
                 continue
             precision.require_interpreter()
             if progress:
@@ -306,15 +311,54 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
                 progress(f"{v.name}: the precision target ({precision.TARGET}x the plain chunked bf16 "
                          f"baseline's error) is NOT met: worst {rec['worst_ratio']}x, with every product at "
                          f"its most precise")
+            if keep_records:
+                write({precision.RECORD.format(v.name): precision.record_text(rec)}, out_dir, prune=False)
+                if progress:
+                    progress(f"{v.name}: its precision record is written to {out_dir} (kept if this run stops)")
         files[f"{v.name}.py"] = src
         files[precision.RECORD.format(v.name)] = precision.record_text(rec)
     if stale_names:
-        raise StalePrecision(f"the precision record of {', '.join(stale_names)} is missing or was measured on "
-                             f"other kernel code (codegen/precision.py)")
+        raise StalePrecision(f"the precision record of {'; '.join(stale_names)} is not this kernel's plan "
+                             f"(codegen/precision.py)")
     files["_runtime.py"] = runtime
     files["__init__.py"] = env.get_template("init.py.j2").render(
         variants=variants, rfunc={v.func: fla_api.recurrent_name(v.func) for v in variants})
     return files
+
+
+# the variants a worker of plan_in_parallel plans, by index (the workers are forked)
+_WORKER_VARIANTS: List[Variant] = []
+
+
+def _plan_in_worker(i: int, out_dir: str, quiet: bool) -> str:
+    v = _WORKER_VARIANTS[i]
+    from chunkproof.fuzz.precision_measure import Measure
+    say = None if quiet else (lambda m: sys.stderr.write(f"chunkproof gen [{v.name}]: {m}\n"))
+    render_all([v], progress=say, out_dir=out_dir, measure=Measure, keep_records=True)
+    return v.name
+
+
+def plan_in_parallel(variants: List[Variant], out_dir: str, jobs: int, quiet: bool = False) -> None:
+    """Plan the stale precision records of ``variants`` in ``jobs`` forked processes, each
+    record written to ``out_dir`` as planned (render_all's keep_records); the longest
+    planned last time first.  A worker's error is raised here, naming its variant."""
+    import concurrent.futures
+    import multiprocessing
+    precision.require_interpreter()     # before any worker imports Triton
+    last = {}
+    for v in variants:
+        rec = precision.read_record(out_dir, v.name) if os.path.isdir(out_dir) else None
+        last[v.name] = (rec or {}).get("seconds", 0)
+    order = sorted(range(len(variants)), key=lambda i: -last[variants[i].name])
+    _WORKER_VARIANTS[:] = variants
+    ctx = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = {pool.submit(_plan_in_worker, i, out_dir, quiet): variants[i].name for i in order}
+        for f in concurrent.futures.as_completed(futures):
+            try:
+                f.result()
+            except CodegenError as e:
+                raise CodegenError(f"planning {futures[f]}: {e}") from None
 
 
 def render_recorded(name: str, env=None, out_dir: str = OUT_DIR) -> str:
