@@ -1,7 +1,8 @@
 # Device calls of session 57 (from the repository root on the lent machine; .whl carried):
 # `chunkproof bench` over every variant at every default shape, split over three calls of
 # at most 540 s (each writes its JSON under $OUT; `chunkproof bench --merge` joins them),
-# the shapes not timed since sessions 44-48 first.  bash device_calls.sh N runs call N.
+# the shapes not timed since sessions 44-48 first.  bash device_calls.sh N runs call N
+# (LIMIT, BUDGET: the call's seconds and bench's --budget, default 560 and 500).
 set -u
 call="${1:?which call}"
 OUT="${OUT:-/tmp/out}"
@@ -10,8 +11,8 @@ OUT="${OUT:-/tmp/out}"
 tcache_restore > "$OUT/tcache.log" 2>&1
 bench() {   # NAME MODE SHAPES [more bench arguments]
     local name="$1" mode="$2" shapes="$3"; shift 3
-    timeout 560 chunkproof bench --fla-force --reps 3 --no-sdpa -o "$OUT/$name.json" --mode "$mode" \
-        --budget 500 --shapes "$shapes" "$@" > "$OUT/$name.txt" 2>&1
+    timeout "${LIMIT:-560}" chunkproof bench --fla-force --reps 3 --no-sdpa -o "$OUT/$name.json" --mode "$mode" \
+        --budget "${BUDGET:-500}" --shapes "$shapes" "$@" > "$OUT/$name.txt" 2>&1
     echo "== $name rc=$?"; grep "^|\|over FLA\|not run" "$OUT/$name.txt" | tail -n +3
 }
 case "$call" in
