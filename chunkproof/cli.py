@@ -175,7 +175,7 @@ def cmd_gen(args):
         raise InputError(f"--jobs {args.jobs}: needs at least 1")
     try:
         if args.jobs > 1 and not args.check and len(variants) > 1:
-            gen.plan_in_parallel(variants, out_dir, args.jobs, quiet=args.quiet)
+            gen.plan_in_parallel(variants, out_dir, args.jobs, Measure, quiet=args.quiet)
         files = gen.render_all(variants, progress=say, out_dir=out_dir,
                                measure=None if args.check else Measure, keep_records=not args.check)
     except gen.StalePrecision as e:

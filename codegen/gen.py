@@ -330,18 +330,18 @@ def render_all(variants: Optional[List[Variant]] = None, progress=None, out_dir:
 _WORKER_VARIANTS: List[Variant] = []
 
 
-def _plan_in_worker(i: int, out_dir: str, quiet: bool) -> str:
+def _plan_in_worker(i: int, out_dir: str, measure, quiet: bool) -> str:
     v = _WORKER_VARIANTS[i]
-    from chunkproof.fuzz.precision_measure import Measure
     say = None if quiet else (lambda m: sys.stderr.write(f"chunkproof gen [{v.name}]: {m}\n"))
-    render_all([v], progress=say, out_dir=out_dir, measure=Measure, keep_records=True)
+    render_all([v], progress=say, out_dir=out_dir, measure=measure, keep_records=True)
     return v.name
 
 
-def plan_in_parallel(variants: List[Variant], out_dir: str, jobs: int, quiet: bool = False) -> None:
-    """Plan the stale precision records of ``variants`` in ``jobs`` forked processes, each
-    record written to ``out_dir`` as planned (render_all's keep_records); the longest
-    planned last time first.  A worker's error is raised here, naming its variant."""
+def plan_in_parallel(variants: List[Variant], out_dir: str, jobs: int, measure, quiet: bool = False) -> None:
+    """Plan the stale precision records of ``variants`` in ``jobs`` forked processes with
+    ``measure`` (render_all's), each record written to ``out_dir`` as planned (its
+    keep_records); the longest planned last time first.  A worker's error is raised here,
+    naming its variant."""
     import concurrent.futures
     import multiprocessing
     precision.require_interpreter()     # before any worker imports Triton
@@ -353,7 +353,7 @@ def plan_in_parallel(variants: List[Variant], out_dir: str, jobs: int, quiet: bo
     _WORKER_VARIANTS[:] = variants
     ctx = multiprocessing.get_context("fork")
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = {pool.submit(_plan_in_worker, i, out_dir, quiet): variants[i].name for i in order}
+        futures = {pool.submit(_plan_in_worker, i, out_dir, measure, quiet): variants[i].name for i in order}
         for f in concurrent.futures.as_completed(futures):
             try:
                 f.result()

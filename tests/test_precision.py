@@ -703,7 +703,7 @@ def test_gen_plans_in_parallel_processes(tmp_path, monkeypatch):
             _generated(f"{v.name}.py")
     monkeypatch.setattr(precision, "plan", plan)
     monkeypatch.setattr(precision, "require_interpreter", lambda: None)
-    gen.plan_in_parallel(vs, str(tmp_path), 2, quiet=True)
+    gen.plan_in_parallel(vs, str(tmp_path), 2, Measure, quiet=True)
     recs = {v.name: json.loads((tmp_path / precision.RECORD.format(v.name)).read_text()) for v in vs}
     assert all(r["planned_by"] != os.getpid() for r in recs.values())
 
@@ -711,7 +711,7 @@ def test_gen_plans_in_parallel_processes(tmp_path, monkeypatch):
         raise gen.CodegenError("its kernel failed under the interpreter")
     monkeypatch.setattr(precision, "plan", failing)
     with pytest.raises(gen.CodegenError, match="planning (delta_rule|retention): its kernel failed"):
-        gen.plan_in_parallel(vs, str(tmp_path / "other"), 2, quiet=True)
+        gen.plan_in_parallel(vs, str(tmp_path / "other"), 2, Measure, quiet=True)
 
 
 def test_gen_jobs_below_one_is_refused(capsys):
