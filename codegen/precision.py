@@ -407,12 +407,10 @@ def plan(v: Variant, render: Callable[[Variant], str], runtime: str, lines: List
         say(f"precision of {v.name}: {what}")
     r_long = {k: x for k, x in r_chosen.items() if k.startswith(REF_KEY)}
     worst = target(r)
-    rec = dict(version=VERSION, kernel=v.func, target=TARGET, gate_slack=GATE_SLACK, narrow_slack=NARROW_SLACK,
-               ref_slack=REF_SLACK, top_slack=TOP_SLACK, reference_inputs=REF_INPUTS, reference_draws=REF_DRAWS, plateau=PLATEAU, reference=ref_what if ref else f"none: {ref_what}",
+    # the settings as staleness() reads them back, so the two cannot disagree
+    rec = dict(_settings(), kernel=v.func, reference_inputs=REF_INPUTS, reference=ref_what if ref else f"none: {ref_what}",
                reference_ratios={k: round(x, 4) for k, x in sorted(ref.items())},
                reference_bounds={k: round(x, 4) for k, x in sorted(ref_bound.items())},
-               store_slack=STORE_SLACK, store_shapes=[list(s) for s in STORE_SHAPES],
-               store_inputs=STORE_INPUTS, shapes=[list(s) for s in SHAPES],
                seed=SEED, choice=cur.as_dict(), met=score(r) <= 1, worst_ratio=round(worst, 4),
                ratios={k: round(x, 4) for k, x in sorted(r.items()) if not k.startswith(REF_KEY)},
                store_ratios={k[len(REF_KEY):]: round(x, 4) for k, x in sorted(r_long.items())},
